@@ -1,0 +1,94 @@
+# The course's commands. `make lab` and `make test` are the two that matter; both set up
+# the environment first (a .venv with the pinned packages of requirements.lock), which
+# takes a few minutes the first time and under a second when nothing has changed.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.setup-done
+PIP := $(BIN)/python -m pip --disable-pip-version-check
+UNITS := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard solutions/*/*.ipynb)))))
+NBGRADER := $(BIN)/nbgrader
+LAB_ARGS ?=
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help setup lab test release autograde feedback bench lock clean
+
+help:
+	@echo "make lab        set up (if needed) and open JupyterLab on the course"
+	@echo "make test       set up (if needed) and run the whole test suite"
+	@echo "make release    regenerate exercises/ from solutions/ with nbgrader"
+	@echo "make autograde  grade every submission in submitted/<student>/<unit>/"
+	@echo "make feedback   write HTML feedback for autograded submissions to feedback/"
+	@echo "make bench      time and measure the memory of every notebook"
+	@echo "make lock       re-resolve requirements.lock from pyproject.toml"
+	@echo "make clean      remove the .venv and caches"
+
+setup: $(STAMP)
+
+# Re-run only when the dependency files change; each step is idempotent.
+$(STAMP): pyproject.toml requirements.lock
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ needed, found " + sys.version.split()[0]'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet -r requirements.lock
+	$(PIP) install --quiet --no-deps --no-build-isolation --editable .
+	$(BIN)/jupyter server extension enable --sys-prefix nbgrader >/dev/null 2>&1
+	$(BIN)/jupyter labextension enable --level=sys_prefix @jupyter/nbgrader >/dev/null 2>&1
+	$(BIN)/jupyter labextension enable --level=sys_prefix @jupyter-widgets/jupyterlab-manager >/dev/null 2>&1
+	@$(BIN)/jupyter labextension list 2>&1 | grep -q '@jupyter/nbgrader.*enabled' \
+		|| { echo "nbgrader's JupyterLab extension is not enabled"; exit 1; }
+	@$(BIN)/jupyter labextension list 2>&1 | grep -q '@jupyter-widgets/jupyterlab-manager.*enabled' \
+		|| { echo "the ipywidgets JupyterLab extension is not enabled"; exit 1; }
+	@touch $@
+	@echo "environment ready in $(VENV)"
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=. $(LAB_ARGS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest --nbval --nbval-current-env \
+		--nbval-sanitize-with tests/nbval_sanitize.cfg \
+		tests lectures solutions $(PYTEST_ARGS)
+
+release: $(STAMP)
+	@for unit in $(UNITS); do \
+		echo "releasing $$unit"; \
+		$(NBGRADER) generate_assignment "$$unit" --force --log-level=WARN; \
+	done
+
+# The gradebook must know each assignment's source cells before it can grade, so grading
+# starts with a release (which is deterministic: exercises/ does not change).
+autograde: release
+	@test -d submitted || { echo "nothing to grade: put submissions in submitted/<student>/<unit>/"; exit 1; }
+	@for unit in $(UNITS); do \
+		if compgen -G "submitted/*/$$unit" >/dev/null; then \
+			echo "autograding $$unit"; \
+			$(NBGRADER) autograde "$$unit" --force --log-level=WARN; \
+		fi; \
+	done
+
+feedback: $(STAMP)
+	@for unit in $(UNITS); do \
+		if compgen -G "autograded/*/$$unit" >/dev/null; then \
+			echo "feedback for $$unit"; \
+			$(NBGRADER) generate_feedback "$$unit" --force --log-level=WARN; \
+		fi; \
+	done
+
+bench: $(STAMP)
+	$(BIN)/python tests/benchmark_notebooks.py
+
+lock:
+	rm -rf .lock-venv
+	$(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/python -m pip install --quiet --disable-pip-version-check --editable '.[dev]'
+	{ echo "# Pinned environment for make setup; regenerate with make lock."; \
+	  .lock-venv/bin/python -m pip freeze --exclude-editable | sed -e 's/+cpu$$//'; \
+	  .lock-venv/bin/python -m pip freeze --all | grep '^setuptools=='; } > requirements.lock
+	rm -rf .lock-venv
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache course_utils/__pycache__ tests/__pycache__ *.egg-info

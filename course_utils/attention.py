@@ -1,0 +1,244 @@
+"""Attention as soft addressing: softmax, masks, score functions, scaled dot-product attention.
+
+Shape convention (the same in every unit of the course):
+
+    queries  q : (..., T_q, d_k)
+    keys     k : (..., T_k, d_k)
+    values   v : (..., T_k, d_v)
+    scores   e : (..., T_q, T_k)     e[..., i, j] = similarity of query i and key j
+    weights  alpha : (..., T_q, T_k) each row sums to 1 (or is all 0 if fully masked)
+    output     : (..., T_q, d_v)     row i = sum_j alpha[i, j] v[j]
+
+`...` is any number of batch dimensions (batch, heads, ...); they broadcast.
+
+Mask convention (as in `torch.nn.functional.scaled_dot_product_attention` with a boolean
+`attn_mask`): a bool tensor broadcastable to the scores, True = "query i may attend to key j".
+A query whose row is fully masked gets all-zero weights, so its output is the zero vector;
+never NaN, and never a uniform average over keys it was told not to look at.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from course_utils._checks import (
+    broadcast_batch,
+    check_dim,
+    require_finite,
+    require_float_tensor,
+    require_no_nan,
+    shape_str,
+)
+
+__all__ = [
+    "softmax",
+    "masked_softmax",
+    "dot_scores",
+    "scaled_dot_scores",
+    "weighted_average",
+    "soft_lookup",
+    "scaled_dot_product_attention",
+]
+
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Numerically stable softmax along `dim`.
+
+        softmax(x)_i = exp(x_i - m) / sum_j exp(x_j - m),   m = max_j x_j
+
+    Subtracting the maximum changes nothing mathematically but keeps `exp` from
+    overflowing: the largest exponent is exp(0) = 1. Entries equal to -inf get weight 0;
+    a slice that is all -inf gets all-zero weights (torch.softmax would return NaN).
+    float16/bfloat16 inputs are computed in float32 and returned in their own dtype.
+
+    x: (...) floating-point tensor without NaN or +inf.  Returns the same shape.
+    """
+    return _softmax(x, dim, "x")
+
+
+def _softmax(x: torch.Tensor, dim: int, name: str) -> torch.Tensor:
+    require_float_tensor(x, name, "(..., n)")
+    require_no_nan(x, name)
+    dim = check_dim(dim, x.dim())
+    if x.shape[dim] == 0:  # nothing to normalise
+        return x.clone()
+    work = x.float() if x.dtype in _LOW_PRECISION else x
+    m = work.amax(dim=dim, keepdim=True)
+    m = torch.where(torch.isneginf(m), torch.zeros_like(m), m)  # all -inf: shift by 0
+    e = torch.exp(work - m)
+    total = e.sum(dim=dim, keepdim=True)
+    out = e / total.clamp_min(torch.finfo(work.dtype).tiny)  # 0 / tiny = 0 for empty rows
+    return out.to(x.dtype)
+
+
+def _check_mask(mask, scores: torch.Tensor) -> torch.Tensor:
+    if not isinstance(mask, torch.Tensor):
+        raise ValueError(
+            f"mask must be a bool torch.Tensor broadcastable to the scores "
+            f"{shape_str(scores.shape)}; got {type(mask).__name__}"
+        )
+    if mask.dtype != torch.bool:
+        raise ValueError(
+            f"mask must have dtype torch.bool (True = may attend), broadcastable to "
+            f"{shape_str(scores.shape)}; got dtype {mask.dtype}. "
+            f"Convert with `mask.bool()` only if 1 means 'may attend'."
+        )
+    try:
+        shape = torch.broadcast_shapes(mask.shape, scores.shape)
+    except RuntimeError:
+        shape = None
+    if shape != scores.shape:
+        raise ValueError(
+            f"mask of shape {shape_str(mask.shape)} does not broadcast to the scores "
+            f"{shape_str(scores.shape)}; expected a shape such as (..., T_q, T_k) or (..., 1, T_k)"
+        )
+    return mask
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Softmax over the last dimension (the keys) that gives masked positions zero weight.
+
+        alpha[..., i, j] = exp(e_ij) / sum_{l: mask_il} exp(e_il)   if mask_ij, else 0
+
+    scores: (..., T_q, T_k).  mask: bool, broadcastable to scores, True = may attend;
+    None means every key may be attended.  Returns (..., T_q, T_k); a fully masked row
+    is all zeros.
+    """
+    require_float_tensor(scores, "scores", "(..., T_q, T_k)")
+    if mask is None:
+        return _softmax(scores, -1, "scores")
+    mask = _check_mask(mask, scores)
+    require_no_nan(scores, "scores")
+    return _softmax(scores.masked_fill(~mask, float("-inf")), -1, "scores")
+
+
+def _check_qk(q: torch.Tensor, k: torch.Tensor) -> None:
+    require_float_tensor(q, "q (queries)", "(..., T_q, d_k)", min_ndim=2)
+    require_float_tensor(k, "k (keys)", "(..., T_k, d_k)", min_ndim=2)
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"queries and keys must have the same width d_k: q is {shape_str(q.shape)}, "
+            f"so k must be (..., T_k, {q.shape[-1]}); got k {shape_str(k.shape)}"
+        )
+    if q.dtype != k.dtype:
+        raise ValueError(f"q and k must have the same dtype; got {q.dtype} and {k.dtype}")
+    broadcast_batch(q.shape[:-2], k.shape[:-2], "q and k")
+    require_finite(q, "q (queries)")
+    require_finite(k, "k (keys)")
+
+
+def dot_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """Dot-product scores e_ij = q_i . k_j.
+
+    q: (..., T_q, d_k), k: (..., T_k, d_k)  ->  (..., T_q, T_k)
+    """
+    _check_qk(q, k)
+    return q @ k.transpose(-2, -1)  # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k)
+
+
+def scaled_dot_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """Scaled dot-product scores e_ij = q_i . k_j / sqrt(d_k).
+
+    Dividing by sqrt(d_k) keeps the variance of the scores near 1 whatever the width,
+    so the softmax does not saturate (unit 04 measures this).
+    q: (..., T_q, d_k), k: (..., T_k, d_k)  ->  (..., T_q, T_k)
+    """
+    _check_qk(q, k)
+    return (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+
+
+def weighted_average(weights: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """Mix the values with the weights: out_i = sum_j weights_ij v_j.
+
+    weights: (..., T_q, T_k) or (..., T_k) for a single query
+    values:  (..., T_k, d_v)
+    returns: (..., T_q, d_v), or (..., d_v) for a single query
+    The weights are used as given (they are not renormalised).
+    """
+    require_float_tensor(weights, "weights", "(..., T_q, T_k) or (T_k,)")
+    require_float_tensor(values, "values", "(..., T_k, d_v)", min_ndim=2)
+    single = weights.dim() == 1
+    w = weights.unsqueeze(0) if single else weights  # (T_k,) -> (1, T_k)
+    if w.shape[-1] != values.shape[-2]:
+        raise ValueError(
+            f"weights have {w.shape[-1]} entries per query but there are {values.shape[-2]} "
+            f"values: expected weights (..., T_q, {values.shape[-2]}) for values "
+            f"{shape_str(values.shape)}; got weights {shape_str(weights.shape)}"
+        )
+    if w.dtype != values.dtype:
+        raise ValueError(
+            f"weights and values must have the same dtype; got {w.dtype} and {values.dtype}"
+        )
+    broadcast_batch(w.shape[:-2], values.shape[:-2], "weights and values")
+    require_finite(weights, "weights")
+    require_finite(values, "values")
+    out = w @ values  # (..., T_q, T_k) @ (..., T_k, d_v) -> (..., T_q, d_v)
+    return out.squeeze(-2) if single else out
+
+
+def soft_lookup(
+    query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Look a query up in a key-value memory, softly.
+
+    A Python dict returns the value of the one key equal to the query. A soft lookup
+    returns a mix of *all* values, weighted by how similar each key is to the query:
+
+        e_j = query . k_j,   alpha = softmax(e),   result = sum_j alpha_j v_j
+
+    query: (d_k,), keys: (n, d_k), values: (n, d_v)  ->  (result (d_v,), alpha (n,))
+    """
+    require_float_tensor(query, "query", "(d_k,)", ndim=1)
+    require_float_tensor(keys, "keys", "(n, d_k)", ndim=2)
+    require_float_tensor(values, "values", "(n, d_v)", ndim=2)
+    if keys.shape[0] != values.shape[0]:
+        raise ValueError(
+            f"every key needs a value: keys {shape_str(keys.shape)} expects values "
+            f"({keys.shape[0]}, d_v); got values {shape_str(values.shape)}"
+        )
+    if keys.shape[1] != query.shape[0]:
+        raise ValueError(
+            f"query and keys must have the same width d_k: query is {shape_str(query.shape)}, "
+            f"so keys must be (n, {query.shape[0]}); got keys {shape_str(keys.shape)}"
+        )
+    require_finite(query, "query")
+    require_finite(keys, "keys")
+    scores = keys @ query  # (n, d_k) @ (d_k,) -> (n,)
+    alpha = _softmax(scores, -1, "scores")  # (n,)
+    return weighted_average(alpha, values), alpha
+
+
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention, returning the weights as well as the output.
+
+        alpha = masked_softmax(q k^T / sqrt(d_k), mask),   output = alpha v
+
+    q: (..., T_q, d_k), k: (..., T_k, d_k), v: (..., T_k, d_v)
+    mask: bool, broadcastable to (..., T_q, T_k), True = may attend (as in
+    `torch.nn.functional.scaled_dot_product_attention`).
+    Returns (output (..., T_q, d_v), weights (..., T_q, T_k)). A fully masked query row
+    gets zero weights and a zero output.
+    """
+    require_float_tensor(v, "v (values)", "(..., T_k, d_v)", min_ndim=2)
+    scores = scaled_dot_scores(q, k)  # (..., T_q, T_k)
+    if v.shape[-2] != k.shape[-2]:
+        raise ValueError(
+            f"every key needs a value: k is {shape_str(k.shape)}, so v must be "
+            f"(..., {k.shape[-2]}, d_v); got v {shape_str(v.shape)}"
+        )
+    if v.dtype != q.dtype:
+        raise ValueError(f"v must have the dtype of q and k ({q.dtype}); got {v.dtype}")
+    broadcast_batch(scores.shape[:-2], v.shape[:-2], "q/k and v")
+    require_finite(v, "v (values)")
+    weights = masked_softmax(scores, mask)  # (..., T_q, T_k)
+    output = weights @ v  # (..., T_q, T_k) @ (..., T_k, d_v) -> (..., T_q, d_v)
+    return output, weights

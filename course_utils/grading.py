@@ -1,0 +1,160 @@
+"""The one convention that every exercise's tests follow.
+
+A test cell compares what the student's function returns with what is expected and, when
+it is wrong, fails with a message a student can act on: which function, which input, what
+came back, what was expected, and a hint about the usual mistake. Hidden tests also make
+the course's reference code (and, where an exercise says so, PyTorch's ready-made
+function) raise while the student's code runs, so that delegating to it cannot pass.
+
+    from course_utils import grading
+    grading.check_tensor(softmax(x), expected, what="softmax(x)", hint="...")
+    with grading.forbidden("torch.softmax", reason="implement the softmax yourself"):
+        ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+from collections.abc import Iterator
+
+import torch
+
+__all__ = ["GradingFailure", "check", "check_tensor", "forbidden", "reference_disabled"]
+
+
+class GradingFailure(AssertionError):
+    """A test verdict meant for the student: the message says what to fix."""
+
+
+def check(condition: bool, message: str) -> None:
+    """Fail with `message` unless `condition` holds."""
+    if not condition:
+        raise GradingFailure(message)
+
+
+def _fmt(x: torch.Tensor) -> str:
+    values = x.detach().flatten()[:6].tolist()
+    body = ", ".join(f"{v:.4g}" for v in values)
+    return f"[{body}{', ...' if x.numel() > 6 else ''}]"
+
+
+def _index(flat_index: int, shape: torch.Size) -> tuple[int, ...]:
+    index = []
+    for size in reversed(shape):
+        index.append(flat_index % size)
+        flat_index //= size
+    return tuple(reversed(index))
+
+
+def check_tensor(
+    actual,
+    expected: torch.Tensor,
+    *,
+    what: str,
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+    hint: str = "",
+) -> None:
+    """Check that `actual` is a tensor with the shape and values of `expected`.
+
+    `what` names the call being checked, e.g. "softmax(x, dim=0) for x of shape (3, 4)".
+    `hint` is added to every failure message: the likely mistake and how to fix it.
+    """
+    tail = f" Hint: {hint}" if hint else ""
+    if actual is None:
+        raise GradingFailure(f"{what} returned None; did you forget the `return`?{tail}")
+    if not isinstance(actual, torch.Tensor):
+        raise GradingFailure(
+            f"{what} should return a torch.Tensor; it returned a {type(actual).__name__}.{tail}"
+        )
+    if tuple(actual.shape) != tuple(expected.shape):
+        raise GradingFailure(
+            f"{what} returned shape {tuple(actual.shape)}; expected {tuple(expected.shape)}.{tail}"
+        )
+    if not actual.dtype.is_floating_point:
+        raise GradingFailure(
+            f"{what} returned dtype {actual.dtype}; expected a floating-point tensor "
+            f"({expected.dtype}).{tail}"
+        )
+    got = actual.detach().to(torch.float64)
+    want = expected.detach().to(torch.float64)
+    bad = ~torch.isfinite(got) & torch.isfinite(want)
+    if bad.any():
+        where = _index(int(bad.flatten().nonzero()[0]), got.shape)
+        raise GradingFailure(
+            f"{what} contains {got[where].item()} at index {where}, where {want[where].item():.4g} "
+            f"was expected. NaN or inf usually means an overflow in exp() or a division by "
+            f"zero.{tail}"
+        )
+    close = torch.isclose(got, want, atol=atol, rtol=rtol, equal_nan=True)
+    if not close.all():
+        where = _index(int((~close).flatten().nonzero()[0]), got.shape)
+        worst = (got - want).abs().nan_to_num(0.0).max().item()
+        raise GradingFailure(
+            f"{what} is wrong at index {where}: got {got[where].item():.6g}, expected "
+            f"{want[where].item():.6g} (largest difference {worst:.3g}). "
+            f"Returned {_fmt(got)}, expected {_fmt(want)}.{tail}"
+        )
+
+
+def _resolve(dotted: str):
+    """'torch.nn.functional.softmax' -> (the module or class that holds it, 'softmax')."""
+    parts = dotted.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            owner = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:-1]:
+            owner = getattr(owner, name)
+        return owner, parts[-1]
+    raise ValueError(f"cannot resolve {dotted!r}; expected a dotted name such as 'torch.softmax'")
+
+
+@contextlib.contextmanager
+def forbidden(*names: str, reason: str) -> Iterator[None]:
+    """Make the named callables raise GradingFailure while the block runs.
+
+    names: dotted paths such as "torch.softmax" or "torch.Tensor.softmax".
+    reason: what the student should do instead; it goes into the message.
+    """
+    saved = []
+    try:
+        for dotted in names:
+            owner, attr = _resolve(dotted)
+            original = getattr(owner, attr)
+
+            def blocked(*args, _name=dotted, **kwargs):
+                raise GradingFailure(
+                    f"your code called {_name}, which this exercise forbids: {reason}"
+                )
+
+            functools.update_wrapper(blocked, original, assigned=("__name__", "__doc__"))
+            saved.append((owner, attr, original))
+            setattr(owner, attr, blocked)
+        yield
+    finally:
+        for owner, attr, original in reversed(saved):
+            setattr(owner, attr, original)
+
+
+def _public_functions(module_name: str) -> list[str]:
+    module = importlib.import_module(module_name)
+    names = getattr(module, "__all__", [])
+    return [f"{module_name}.{n}" for n in names if callable(getattr(module, n))]
+
+
+@contextlib.contextmanager
+def reference_disabled(*module_names: str) -> Iterator[None]:
+    """Make every public function of the given `course_utils` modules raise while the block
+    runs, so that a solution that only calls the reference implementation fails.
+
+    Default: `course_utils.attention`.
+    """
+    module_names = module_names or ("course_utils.attention",)
+    names = [n for m in module_names for n in _public_functions(m)]
+    with forbidden(*names, reason="write the computation yourself instead of calling the "
+                                  "course's reference code"):
+        yield

@@ -1,0 +1,329 @@
+"""Tests for course_utils.grading: the verdicts that exercise tests give students."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from course_utils import attention, grading, viz
+from course_utils.grading import GradingFailure, check, check_tensor, forbidden, reference_disabled
+
+SOFTMAX_NAMES = ("torch.softmax", "torch.Tensor.softmax", "torch.nn.functional.softmax")
+EXPECTED = torch.tensor([[0.1, 0.2, 0.7], [0.5, 0.25, 0.25]])
+
+
+def my_softmax(x):
+    """What a student might write: no reference code, no torch softmax."""
+    e = torch.exp(x - x.max(dim=-1, keepdim=True).values)
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+# --------------------------------------------------------------------------- check
+
+
+def test_grading_failure_is_an_assertion_error():
+    assert issubclass(GradingFailure, AssertionError)
+
+
+def test_check_passes_on_true_and_fails_with_the_message_on_false():
+    check(True, "never shown")
+    with pytest.raises(GradingFailure, match=r"^rows must sum to 1$"):
+        check(False, "rows must sum to 1")
+
+
+# --------------------------------------------------------------------- check_tensor
+
+
+def test_check_tensor_passes_on_equal_tensors():
+    check_tensor(EXPECTED.clone(), EXPECTED, what="softmax(x)")
+
+
+def test_check_tensor_passes_within_tolerance_and_across_float_dtypes():
+    check_tensor(EXPECTED + 5e-6, EXPECTED, what="softmax(x)")
+    check_tensor(EXPECTED.double(), EXPECTED, what="softmax(x)")
+    check_tensor(EXPECTED.half(), EXPECTED, what="softmax(x)", atol=1e-3)
+
+
+def test_check_tensor_passes_on_a_tensor_that_requires_grad():
+    check_tensor(EXPECTED.clone().requires_grad_(), EXPECTED, what="softmax(x)")
+
+
+def test_check_tensor_accepts_nan_where_nan_is_expected():
+    expected = torch.tensor([1.0, float("nan")])
+    check_tensor(torch.tensor([1.0, float("nan")]), expected, what="f(x)")
+
+
+def test_check_tensor_reports_a_missing_return():
+    with pytest.raises(GradingFailure, match=r"softmax\(x\) returned None; .*`return`"):
+        check_tensor(None, EXPECTED, what="softmax(x)")
+
+
+@pytest.mark.parametrize(
+    ("actual", "type_name"),
+    [
+        pytest.param(EXPECTED.tolist(), "list", id="list"),
+        pytest.param(EXPECTED.numpy(), "ndarray", id="numpy"),
+        pytest.param((EXPECTED, EXPECTED), "tuple", id="tuple"),
+        pytest.param(0.5, "float", id="float"),
+    ],
+)
+def test_check_tensor_reports_the_wrong_type(actual, type_name):
+    message = rf"softmax\(x\) should return a torch\.Tensor; it returned a {type_name}\."
+    with pytest.raises(GradingFailure, match=message):
+        check_tensor(actual, EXPECTED, what="softmax(x)")
+
+
+@pytest.mark.parametrize(
+    ("actual", "shown"),
+    [
+        pytest.param(EXPECTED.T, r"\(3, 2\)", id="transposed"),
+        pytest.param(EXPECTED[0], r"\(3,\)", id="missing-dim"),
+        pytest.param(EXPECTED[None], r"\(1, 2, 3\)", id="extra-dim"),
+    ],
+)
+def test_check_tensor_reports_both_shapes(actual, shown):
+    with pytest.raises(GradingFailure, match=rf"returned shape {shown}; expected \(2, 3\)"):
+        check_tensor(actual, EXPECTED, what="softmax(x)")
+
+
+def test_check_tensor_reports_an_integer_dtype():
+    with pytest.raises(GradingFailure, match=r"returned dtype torch\.int64; .*torch\.float32"):
+        check_tensor(torch.zeros(2, 3, dtype=torch.long), EXPECTED, what="f(x)")
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_check_tensor_reports_nan_or_inf_with_its_index(bad):
+    actual = EXPECTED.clone()
+    actual[1, 2] = bad
+    with pytest.raises(GradingFailure) as info:
+        check_tensor(actual, EXPECTED, what="softmax(x)")
+    message = str(info.value)
+    assert f"contains {bad}" in message
+    assert "at index (1, 2)" in message
+    assert "0.25 was expected" in message
+    assert "NaN" in message  # the explanation names NaN/inf and its usual causes
+
+
+def test_check_tensor_reports_wrong_values_with_index_and_both_numbers():
+    actual = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 9.0]])
+    expected = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    with pytest.raises(GradingFailure) as info:
+        check_tensor(actual, expected, what="f(x)")
+    message = str(info.value)
+    assert "f(x) is wrong at index (1, 2): got 9, expected 6" in message
+    assert "largest difference 3" in message
+    assert "Returned [1, 2, 3, 4, 5, 9], expected [1, 2, 3, 4, 5, 6]" in message
+
+
+def test_check_tensor_reports_the_first_wrong_index_and_the_worst_difference():
+    actual = torch.tensor([0.0, 1.5, 2.0, 10.0])
+    expected = torch.tensor([0.0, 1.0, 2.0, 3.0])
+    with pytest.raises(GradingFailure, match=r"index \(1,\): got 1\.5, expected 1 .*difference 7"):
+        check_tensor(actual, expected, what="f(x)")
+
+
+def test_check_tensor_shortens_long_tensors_in_the_message():
+    with pytest.raises(GradingFailure, match=r"Returned \[1, 1, 1, 1, 1, 1, \.\.\.\]"):
+        check_tensor(torch.ones(10), torch.zeros(10), what="f(x)")
+
+
+def test_check_tensor_respects_atol_and_rtol():
+    expected = torch.tensor([100.0])
+    check_tensor(torch.tensor([100.5]), expected, what="f", atol=0.0, rtol=1e-2)
+    with pytest.raises(GradingFailure):
+        check_tensor(torch.tensor([100.5]), expected, what="f", atol=0.0, rtol=1e-3)
+    check_tensor(torch.tensor([100.5]), expected, what="f", atol=0.6, rtol=0.0)
+    with pytest.raises(GradingFailure):
+        check_tensor(torch.tensor([100.5]), expected, what="f", atol=0.4, rtol=0.0)
+
+
+def test_check_tensor_tolerance_is_keyword_only():
+    with pytest.raises(TypeError):
+        check_tensor(EXPECTED, EXPECTED, "softmax(x)")
+
+
+FAILING_ANSWERS = {
+    "none": None,
+    "type": [0.0],
+    "shape": EXPECTED.T,
+    "dtype": EXPECTED.long(),
+    "nan": torch.full((2, 3), float("nan")),
+    "values": EXPECTED + 1,
+}
+
+
+@pytest.mark.parametrize("kind", list(FAILING_ANSWERS))
+def test_check_tensor_adds_the_hint_to_every_failure(kind):
+    with pytest.raises(GradingFailure, match=r"Hint: subtract the row maximum first\.$"):
+        check_tensor(FAILING_ANSWERS[kind], EXPECTED, what="softmax(x)",
+                     hint="subtract the row maximum first.")
+
+
+@pytest.mark.parametrize("kind", list(FAILING_ANSWERS))
+def test_check_tensor_without_hint_says_no_hint_and_names_the_call(kind):
+    with pytest.raises(GradingFailure) as info:
+        check_tensor(FAILING_ANSWERS[kind], EXPECTED, what="softmax(x) for x of shape (2, 3)")
+    assert "Hint" not in str(info.value)
+    assert str(info.value).startswith("softmax(x) for x of shape (2, 3)")
+
+
+# ------------------------------------------------------------------------ forbidden
+
+
+def softmax_calls():
+    x = torch.tensor([[1.0, 2.0, 3.0]])
+    return {
+        "torch.softmax": lambda: torch.softmax(x, dim=-1),
+        "torch.Tensor.softmax": lambda: x.softmax(dim=-1),
+        "torch.nn.functional.softmax": lambda: F.softmax(x, dim=-1),
+    }
+
+
+@pytest.mark.parametrize("name", SOFTMAX_NAMES)
+def test_forbidden_makes_each_named_function_raise_inside_the_block(name):
+    with forbidden(*SOFTMAX_NAMES, reason="implement the softmax yourself"):
+        with pytest.raises(GradingFailure) as info:
+            softmax_calls()[name]()
+    assert name in str(info.value)
+    assert "implement the softmax yourself" in str(info.value)
+
+
+def test_forbidden_restores_the_original_functions_afterwards():
+    originals = (torch.softmax, torch.Tensor.softmax, F.softmax)
+    with forbidden(*SOFTMAX_NAMES, reason="no"):
+        assert torch.softmax is not originals[0]
+    assert (torch.softmax, torch.Tensor.softmax, F.softmax) == originals
+    expected = torch.tensor([[0.0900306, 0.2447285, 0.6652409]])
+    for call in softmax_calls().values():
+        torch.testing.assert_close(call(), expected)
+
+
+def test_forbidden_restores_the_originals_when_the_block_raises():
+    originals = (torch.softmax, torch.Tensor.softmax, F.softmax)
+    with pytest.raises(ZeroDivisionError):
+        with forbidden(*SOFTMAX_NAMES, reason="no"):
+            raise ZeroDivisionError
+    assert (torch.softmax, torch.Tensor.softmax, F.softmax) == originals
+
+
+def test_forbidden_restores_the_originals_after_a_grading_failure_inside():
+    with pytest.raises(GradingFailure):
+        with forbidden("torch.softmax", reason="no"):
+            torch.softmax(torch.ones(2), dim=0)
+    torch.testing.assert_close(torch.softmax(torch.ones(2), dim=0), torch.tensor([0.5, 0.5]))
+
+
+def test_forbidden_leaves_other_functions_working():
+    x = torch.tensor([[1.0, 2.0, 3.0]])
+    with forbidden(*SOFTMAX_NAMES, reason="no"):
+        got = my_softmax(x)
+        logsm = torch.log_softmax(x, dim=-1)
+    torch.testing.assert_close(got, torch.softmax(x, dim=-1))
+    torch.testing.assert_close(logsm, torch.log(torch.softmax(x, dim=-1)))
+
+
+def test_forbidden_keeps_the_name_of_the_blocked_function():
+    with forbidden("torch.softmax", reason="no"):
+        assert torch.softmax.__name__ == "softmax"
+
+
+def test_forbidden_blocks_are_nestable():
+    original = torch.softmax
+    with forbidden("torch.softmax", reason="outer"):
+        with forbidden("torch.softmax", reason="inner"):
+            with pytest.raises(GradingFailure, match="inner"):
+                torch.softmax(torch.ones(2), dim=0)
+        with pytest.raises(GradingFailure, match="outer"):
+            torch.softmax(torch.ones(2), dim=0)
+    assert torch.softmax is original
+
+
+def test_forbidden_rejects_a_name_it_cannot_resolve_and_restores_the_others():
+    original = torch.softmax
+    with pytest.raises(ValueError, match=r"cannot resolve 'no_such_module_xyz\.f'"):
+        with forbidden("torch.softmax", "no_such_module_xyz.f", reason="no"):
+            pass  # pragma: no cover - never reached
+    assert torch.softmax is original
+
+
+def test_forbidden_works_on_course_functions():
+    with forbidden("course_utils.attention.softmax", reason="write it yourself"):
+        with pytest.raises(GradingFailure, match="course_utils.attention.softmax"):
+            attention.softmax(torch.ones(3))
+    torch.testing.assert_close(attention.softmax(torch.ones(2)), torch.tensor([0.5, 0.5]))
+
+
+# ----------------------------------------------------------------- reference_disabled
+
+
+def call_every_attention_function():
+    q, k, v = torch.ones(2, 3), torch.ones(4, 3), torch.ones(4, 5)
+    return {
+        "softmax": lambda: attention.softmax(q),
+        "masked_softmax": lambda: attention.masked_softmax(q),
+        "dot_scores": lambda: attention.dot_scores(q, k),
+        "scaled_dot_scores": lambda: attention.scaled_dot_scores(q, k),
+        "weighted_average": lambda: attention.weighted_average(torch.full((2, 4), 0.25), v),
+        "soft_lookup": lambda: attention.soft_lookup(q[0], k, v),
+        "scaled_dot_product_attention": lambda: attention.scaled_dot_product_attention(q, k, v),
+    }
+
+
+def test_every_public_attention_function_is_covered_here():
+    assert sorted(call_every_attention_function()) == sorted(attention.__all__)
+
+
+@pytest.mark.parametrize("name", attention.__all__)
+def test_reference_disabled_makes_each_attention_function_raise(name):
+    with reference_disabled():
+        with pytest.raises(GradingFailure) as info:
+            call_every_attention_function()[name]()
+    assert f"course_utils.attention.{name}" in str(info.value)
+    assert "reference code" in str(info.value)
+
+
+@pytest.mark.parametrize("name", attention.__all__)
+def test_reference_functions_work_again_after_the_block(name):
+    call = call_every_attention_function()[name]
+    before = call()
+    with reference_disabled():
+        pass
+    after = call()
+    if isinstance(before, tuple):  # soft_lookup and attention return (output, weights)
+        assert all(torch.equal(a, b) for a, b in zip(after, before, strict=True))
+    else:
+        assert torch.equal(after, before)
+
+
+def test_reference_disabled_restores_functions_when_the_block_raises():
+    originals = {name: getattr(attention, name) for name in attention.__all__}
+    with pytest.raises(KeyError):
+        with reference_disabled():
+            raise KeyError("student bug")
+    assert {name: getattr(attention, name) for name in attention.__all__} == originals
+
+
+def test_student_code_that_does_not_use_the_reference_passes_inside_the_block():
+    x = torch.tensor([[0.0, np.log(2), np.log(3)]])
+    with reference_disabled():
+        got = my_softmax(x)
+        check_tensor(got, torch.tensor([[1 / 6, 2 / 6, 3 / 6]]), what="my_softmax(x)")
+
+
+def test_reference_disabled_leaves_torch_alone():
+    with reference_disabled():
+        got = torch.softmax(torch.zeros(2), dim=0)
+    torch.testing.assert_close(got, torch.tensor([0.5, 0.5]))
+
+
+def test_reference_disabled_with_another_module_blocks_only_that_module():
+    with reference_disabled("course_utils.viz"):
+        with pytest.raises(GradingFailure, match="course_utils.viz.attention_heatmap"):
+            viz.attention_heatmap(np.eye(2), ["a", "b"], ["c", "d"])
+        torch.testing.assert_close(attention.softmax(torch.zeros(2)), torch.tensor([0.5, 0.5]))
+
+
+def test_grading_exports_what_the_exercises_use():
+    assert set(grading.__all__) == {
+        "GradingFailure", "check", "check_tensor", "forbidden", "reference_disabled",
+    }
