@@ -9,17 +9,20 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.setup-done
 PIP := $(BIN)/python -m pip --disable-pip-version-check
+# nbgrader calls helper programs (alembic) by name: the venv's bin must come first on PATH.
+export PATH := $(abspath $(BIN)):$(PATH)
 UNITS := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard solutions/*/*.ipynb)))))
 NBGRADER := $(BIN)/nbgrader
 LAB_ARGS ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lab test release autograde feedback bench lock clean
+.PHONY: help setup lab test lectures release autograde feedback bench lock clean
 
 help:
 	@echo "make lab        set up (if needed) and open JupyterLab on the course"
 	@echo "make test       set up (if needed) and run the whole test suite"
+	@echo "make lectures   re-execute the lecture notebooks in place (outputs are kept)"
 	@echo "make release    regenerate exercises/ from solutions/ with nbgrader"
 	@echo "make autograde  grade every submission in submitted/<student>/<unit>/"
 	@echo "make feedback   write HTML feedback for autograded submissions to feedback/"
@@ -52,6 +55,13 @@ test: $(STAMP)
 	$(BIN)/python -m pytest --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg \
 		tests lectures solutions $(PYTEST_ARGS)
+
+# Lectures are stored executed; re-run this after editing one. No timing metadata is
+# recorded, so an unchanged lecture gives an unchanged file.
+LECTURE ?= lectures/*.ipynb
+lectures: $(STAMP)
+	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
+		--ExecutePreprocessor.record_timing=False --ExecutePreprocessor.timeout=600 $(LECTURE)
 
 release: $(STAMP)
 	@for unit in $(UNITS); do \
