@@ -48,8 +48,10 @@ $(STAMP): pyproject.toml requirements.lock
 	@touch $@
 	@echo "environment ready in $(VENV)"
 
+# Jupyter refuses to run as root unless told; containers often run as root.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=. $(LAB_ARGS)
+	$(BIN)/jupyter lab --notebook-dir=. $(ROOT_FLAG) $(LAB_ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest --nbval --nbval-current-env \

@@ -6,9 +6,13 @@ Assignments are the units: `solutions/<unit>/` holds the instructor's source not
 `gradebook.db` at the root (never committed).
 """
 
+from pathlib import Path
+
+import nbgrader
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 from nbgrader.preprocessors import GetGrades
 
+import course_utils
 from course_utils.nbgrader_hooks import HideHiddenTests
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
@@ -33,3 +37,8 @@ c.LimitOutput.max_traceback = 30
 
 # Feedback shows scores and visible-test messages, never the hidden tests.
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+# nbgrader's feedback template loads MathJax from a CDN; ours (searched first) loads nothing.
+c.HTMLExporter.extra_template_basedirs = [
+    str(Path(course_utils.__file__).parent / "feedback_templates"),
+    str(Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"),
+]

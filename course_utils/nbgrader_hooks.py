@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from nbconvert.preprocessors import Preprocessor
-from traitlets import Unicode
+from traitlets import Bool, Unicode
 
 __all__ = ["HideHiddenTests", "hidden_line_numbers"]
 
@@ -34,6 +34,7 @@ def hidden_line_numbers(source: str, begin: str, end: str) -> set[int]:
 class HideHiddenTests(Preprocessor):
     """Remove hidden-test source and hidden-test tracebacks from graded test cells."""
 
+    enabled = Bool(True, help="nbconvert preprocessors are off unless enabled").tag(config=True)
     begin_delimeter = Unicode("BEGIN HIDDEN TESTS").tag(config=True)
     end_delimeter = Unicode("END HIDDEN TESTS").tag(config=True)
     placeholder = Unicode("# (hidden tests: their code is not shown in feedback)").tag(config=True)

@@ -1,0 +1,115 @@
+"""End to end: release -> submissions -> `nbgrader autograde` -> gradebook -> feedback."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import nbformat
+import pytest
+from conftest import ROOT, UNITS, is_graded_test, nbgrader_meta, read, run_nbgrader
+from nbgrader.api import Gradebook
+
+UNIT = "00_attention_as_lookup"
+NOTEBOOK = f"{UNIT}.ipynb"
+
+
+def _submission(course, student: str, solve: set[str] | None):
+    """Write the released notebook for `student`, with the solution cells named in `solve`
+    (grade ids; None = all) filled in from the instructor's source."""
+    released = read(course / "exercises" / UNIT / NOTEBOOK)
+    solutions = {nbgrader_meta(c).get("grade_id"): c.source
+                 for c in read(ROOT / "solutions" / UNIT / NOTEBOOK).cells}
+    for cell in released.cells:
+        meta = nbgrader_meta(cell)
+        if meta.get("solution") and (solve is None or meta["grade_id"] in solve):
+            cell.source = re.sub(r"\s*### (BEGIN|END) SOLUTION", "", solutions[meta["grade_id"]])
+    folder = course / "submitted" / student / UNIT
+    folder.mkdir(parents=True)
+    nbformat.write(released, folder / NOTEBOOK)
+
+
+@pytest.fixture(scope="module")
+def graded_course(fresh_course, tmp_path_factory):
+    course = tmp_path_factory.mktemp("graded")
+    shutil.copytree(fresh_course, course, dirs_exist_ok=True)
+    _submission(course, "alice", solve=None)                        # everything solved
+    _submission(course, "bob", solve=set())                         # untouched release
+    _submission(course, "carol", solve={"softmax_solution"})        # only part 1
+    run_nbgrader("autograde", UNIT, "--force", cwd=course)
+    run_nbgrader("generate_feedback", UNIT, "--force", cwd=course)
+    return course
+
+
+def _points(cells_ids: set[str]) -> float:
+    nb = read(ROOT / "solutions" / UNIT / NOTEBOOK)
+    return sum(nbgrader_meta(c)["points"] for c in nb.cells
+               if is_graded_test(c) and nbgrader_meta(c)["grade_id"] in cells_ids)
+
+
+def _score(course, student: str) -> tuple[float, float]:
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        submission = gb.find_submission(UNIT, student)
+        return submission.score, submission.max_score
+
+
+def test_units_are_known_to_the_gradebook(fresh_course):
+    with Gradebook(f"sqlite:///{fresh_course / 'gradebook.db'}") as gb:
+        assert sorted(a.name for a in gb.assignments) == UNITS
+
+
+def test_correct_submission_gets_full_marks(graded_course):
+    score, max_score = _score(graded_course, "alice")
+    assert max_score == _points({nbgrader_meta(c)["grade_id"] for c in
+                                 read(ROOT / "solutions" / UNIT / NOTEBOOK).cells})
+    assert score == max_score > 0
+
+
+def test_untouched_release_gets_zero(graded_course):
+    score, max_score = _score(graded_course, "bob")
+    assert score == 0 and max_score > 0
+
+
+def test_partly_correct_submission_gets_exactly_the_points_it_earned(graded_course):
+    score, max_score = _score(graded_course, "carol")
+    assert 0 < score < max_score
+    assert score == _points({"softmax_basic", "softmax_stable"})
+
+
+def test_feedback_shows_scores_but_no_hidden_tests(graded_course):
+    html = (graded_course / "feedback" / "carol" / UNIT / f"{UNIT}.html").read_text()
+    assert "BEGIN HIDDEN TESTS" not in html and "END HIDDEN TESTS" not in html
+    assert "einsum" not in html, "feedback quotes a line that only the hidden tests contain"
+    assert "hidden tests: their code is not shown" in html
+    assert not re.search(r"<script[^>]*src=\"https?://", html), "feedback loads a script online"
+    # carol failed the weighted-average cells; their visible messages are still shown
+    assert "weighted_average" in html and "NotImplementedError" in html
+    score, max_score = _score(graded_course, "carol")
+    assert re.search(rf"Score:\s*{score:g}\.?0*\s*/\s*{max_score:g}", re.sub(r"<[^>]+>", " ", html))
+
+
+def test_feedback_for_a_hidden_test_failure_hides_its_traceback(graded_course, tmp_path):
+    # a softmax that forgets the max subtraction only along the wrong axis passes the visible
+    # test of softmax_basic but fails its hidden test, which is run on dim=-1 of (3, 7) float64:
+    # here a softmax that ignores `dim` fails the hidden dim=0 tests of softmax_stable.
+    course = graded_course
+    released = read(course / "exercises" / UNIT / NOTEBOOK)
+    for cell in released.cells:
+        if nbgrader_meta(cell).get("grade_id") == "softmax_solution":
+            cell.source = (
+                "def softmax(x, dim=-1):\n"
+                "    shifted = x - x.amax(dim=-1, keepdim=True)\n"
+                "    e = torch.exp(shifted)\n"
+                "    return e / e.sum(dim=-1, keepdim=True)\n"
+            )
+    folder = course / "submitted" / "dave" / UNIT
+    folder.mkdir(parents=True)
+    nbformat.write(released, folder / NOTEBOOK)
+    run_nbgrader("autograde", UNIT, "--student", "dave", "--force", cwd=course)
+    run_nbgrader("generate_feedback", UNIT, "--student", "dave", "--force", cwd=course)
+    score, _ = _score(course, "dave")
+    assert score == _points({"softmax_basic"}), "only the visible-and-hidden-passing cell counts"
+    html = (course / "feedback" / "dave" / UNIT / f"{UNIT}.html").read_text()
+    assert "A hidden test failed" in html
+    assert "softmax(x, dim=0) for x of shape (3, 5)" in html  # the student-safe verdict
+    assert "x = torch.randn(3, 5) * 4" not in html             # but not the hidden code
