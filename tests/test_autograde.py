@@ -81,6 +81,7 @@ def test_feedback_shows_scores_but_no_hidden_tests(graded_course):
     assert "BEGIN HIDDEN TESTS" not in html and "END HIDDEN TESTS" not in html
     assert "einsum" not in html, "feedback quotes a line that only the hidden tests contain"
     assert "hidden tests: their code is not shown" in html
+    assert not re.search(r"<script[^>]*src=\"https?://", html), "feedback loads a script online"
     # carol failed the weighted-average cells; their visible messages are still shown
     assert "weighted_average" in html and "NotImplementedError" in html
     score, max_score = _score(graded_course, "carol")
