@@ -9,11 +9,18 @@ Assignments are the units: `solutions/<unit>/` holds the instructor's source not
 from pathlib import Path
 
 import nbgrader
-from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import GetGrades
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
+from nbgrader.preprocessors import (
+    AssignLatePenalties,
+    CheckCellMetadata,
+    GetGrades,
+    IgnorePattern,
+    LimitOutput,
+    SaveAutoGrades,
+)
 
 import course_utils
-from course_utils.nbgrader_hooks import HideHiddenTests
+from course_utils.nbgrader_hooks import HideHiddenTests, SafeExecute
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
@@ -28,7 +35,20 @@ c.CourseDirectory.feedback_directory = "feedback"
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
-# Autograding: a cell that runs longer than this is interrupted and counts as failed.
+# Autograding runs student code in a sandbox (course_utils.sandbox: no network, no files
+# but its own copy, CPU/memory/process/wall-time limits), caps each cell's output, checks
+# around every test cell that nothing the tests rely on was replaced, and scores 0 (never
+# "ungraded") what a hung or dead kernel could not finish. Grading without the sandbox needs
+# the explicit unsafe flag: c.SafeExecute.sandbox = False (`make autograde UNSAFE=1`).
+c.Autograde.autograde_preprocessors = [
+    SafeExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+    AssignLatePenalties, CheckCellMetadata,
+]
+c.SafeExecute.max_output_chars = 20_000
+# Test cells that a submission deleted or stripped of their metadata are put back.
+c.OverwriteCells.add_missing_cells = True
+# A cell that runs longer than this is interrupted and counts as failed; one that ignores
+# the interrupt gets its kernel stopped.
 c.Execute.timeout = 120
 c.Execute.interrupt_on_timeout = True
 # Output kept in autograded notebooks and feedback.

@@ -21,9 +21,13 @@ from collections.abc import Iterator
 
 import torch
 
+from course_utils import integrity
+from course_utils.integrity import TamperingDetected
+
 __all__ = [
     "GradingFailure",
     "READY_MADE_SOFTMAX",
+    "TamperingDetected",
     "check",
     "check_tensor",
     "forbidden",
@@ -44,7 +48,8 @@ class GradingFailure(AssertionError):
 
 
 def check(condition: bool, message: str) -> None:
-    """Fail with `message` unless `condition` holds."""
+    """Fail with `message` unless `condition` holds (and nothing was tampered with)."""
+    integrity.verify()
     if not condition:
         raise GradingFailure(message)
 
@@ -76,7 +81,9 @@ def check_tensor(
 
     `what` names the call being checked, e.g. "softmax(x, dim=0) for x of shape (3, 4)".
     `hint` is added to every failure message: the likely mistake and how to fix it.
+    Raises TamperingDetected first if a function the tests rely on was replaced.
     """
+    integrity.verify()
     tail = f" Hint: {hint}" if hint else ""
     if actual is None:
         raise GradingFailure(f"{what} returned None; did you forget the `return`?{tail}")
@@ -147,12 +154,14 @@ def forbidden(*names: str, reason: str) -> Iterator[None]:
                 )
 
             functools.update_wrapper(blocked, original, assigned=("__name__", "__doc__"))
-            saved.append((owner, attr, original))
+            saved.append((owner, attr, original, dotted))
+            integrity.allow(dotted)
             setattr(owner, attr, blocked)
         yield
     finally:
-        for owner, attr, original in reversed(saved):
+        for owner, attr, original, dotted in reversed(saved):
             setattr(owner, attr, original)
+            integrity.disallow(dotted)
 
 
 def _public_functions(module_name: str) -> list[str]:
@@ -173,3 +182,6 @@ def reference_disabled(*module_names: str) -> Iterator[None]:
     with forbidden(*names, reason="write the computation yourself instead of calling the "
                                   "course's reference code"):
         yield
+
+
+integrity.verify()  # the baseline: what the watched functions are when the tests start

@@ -325,6 +325,6 @@ def test_reference_disabled_with_another_module_blocks_only_that_module():
 
 def test_grading_exports_what_the_exercises_use():
     assert set(grading.__all__) == {
-        "GradingFailure", "READY_MADE_SOFTMAX", "check", "check_tensor",
+        "GradingFailure", "READY_MADE_SOFTMAX", "TamperingDetected", "check", "check_tensor",
         "forbidden", "reference_disabled",
     }

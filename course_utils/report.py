@@ -1,0 +1,322 @@
+"""The instructor's report: who scored what, and which tests students fail most.
+
+Reads nbgrader's gradebook (`<course>/gradebook.db`, opened read-only) and, when the autograde
+driver left one, `<course>/autograde_status/<unit>.json`; writes per unit, into `<out>`:
+
+    <unit>_students.csv    one row per student: total, percent, each item's score, status, reason
+    <unit>_items.csv       one row per graded cell, most-failed first
+    <unit>_histogram.png   the class's percent scores, and each item's failure rate
+
+and prints a short summary. An item is a grade cell (or task cell) of the unit; a student
+fails it when its score is below its maximum. A grade with neither an automatic nor a manual
+score is *ungraded*: it shows as `ungraded` and is left out of the item statistics (nbgrader's
+own total counts it as 0).
+
+    python -m course_utils.report [UNIT ...] [--course DIR] [--out DIR]
+
+Exit code 0 on success, 2 when the gradebook, a unit or a status file is missing or unreadable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from nbgrader.api import Gradebook
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import SQLAlchemyError
+
+__all__ = [
+    "ItemRow",
+    "ReportError",
+    "StudentRow",
+    "UnitReport",
+    "collect",
+    "main",
+    "summary",
+    "write_report",
+]
+
+GRADEBOOK = "gradebook.db"
+STATUS_DIR = "autograde_status"
+UNGRADED = "ungraded"
+
+
+class ReportError(Exception):
+    """A report cannot be made: no gradebook, an unknown unit, or an unreadable status file."""
+
+
+@dataclass
+class StudentRow:
+    """One student's submission: total score, each item's score (None = ungraded; an item
+    missing from `scores` is not in the submission) and the autograde driver's verdict.
+    `score` is None for a student the status file names but the gradebook does not."""
+
+    student: str
+    score: float | None
+    max_score: float | None
+    percent: float | None
+    scores: dict[str, float | None] = field(default_factory=dict)
+    status: str = ""
+    reason: str = ""
+
+
+@dataclass
+class ItemRow:
+    """One graded cell across the class. `column` is its header in the students table (the
+    cell's name, prefixed with its notebook if two notebooks use the name). `students` counts
+    graded scores only; `failure_rate` and `mean_score` are None when nobody was graded."""
+
+    item: str
+    notebook: str
+    column: str
+    max_points: float
+    students: int
+    failed: int
+    failure_rate: float | None
+    mean_score: float | None
+
+
+@dataclass
+class UnitReport:
+    """Everything reported for one unit: students sorted by id, items most-failed first."""
+
+    unit: str
+    max_score: float
+    students: list[StudentRow]
+    items: list[ItemRow]
+
+
+def _open_gradebook(course_dir: Path) -> Gradebook:
+    """The course's gradebook, read-only: opening it never creates or changes the file
+    (nbgrader's Gradebook would otherwise create an empty one and add a course row)."""
+    path = (Path(course_dir) / GRADEBOOK).resolve()
+    if not path.is_file():
+        raise ReportError(
+            f"no gradebook at {path}: expected nbgrader's {GRADEBOOK} in the course folder "
+            "(run from the course root or pass --course DIR; `make autograde` creates it)"
+        )
+    url = URL.create("sqlite", database=f"file:{quote(str(path))}",
+                     query={"mode": "ro", "uri": "true"})
+    try:
+        return Gradebook(url, course_id="")
+    except SQLAlchemyError as error:
+        raise ReportError(f"cannot read {path} as an nbgrader gradebook: {error}") from error
+
+
+def _read_status(course_dir: Path, unit: str) -> dict[str, dict]:
+    """The autograde driver's verdicts for `unit` ({} when it wrote none)."""
+    path = Path(course_dir) / STATUS_DIR / f"{unit}.json"
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ReportError(f"cannot read the status file {path}: {error}") from error
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise ReportError(
+            f"status file {path} should hold a JSON object "
+            '{"<student>": {"status": ..., "reason": ..., "seconds": ...}}'
+        )
+    return data
+
+
+def _percent(score: float | None, max_score: float | None) -> float | None:
+    if score is None or not max_score:
+        return None
+    return 100.0 * score / max_score
+
+
+def _grade_score(grade) -> float | None:
+    """The grade's score as nbgrader counts it, or None when nobody has scored it yet
+    (nbgrader's `Grade.score` reads 0.0 then)."""
+    if grade.auto_score is None and grade.manual_score is None:
+        return None
+    return float(grade.score)
+
+
+def collect(course_dir, unit: str) -> UnitReport:
+    """Read one unit's scores from the gradebook in `course_dir` (and its status file, if any).
+    Raises ReportError when the gradebook or the unit does not exist."""
+    course_dir = Path(course_dir)
+    with _open_gradebook(course_dir) as gb:
+        known = [a.name for a in gb.assignments]
+        if unit not in known:
+            raise ReportError(
+                f"unknown unit {unit!r}; the gradebook knows: {', '.join(known) or '(none)'}"
+            )
+        assignment = gb.find_assignment(unit)
+        max_score = float(assignment.max_score)
+        cells = {}  # (notebook, name) -> max points, from the unit's definition
+        for notebook in assignment.notebooks:
+            for cell in [*notebook.grade_cells, *notebook.task_cells]:
+                cells[notebook.name, cell.name] = float(cell.max_score)
+        per_student = {}  # student -> {(notebook, name): score or None}
+        totals = {}
+        for submission in gb.assignment_submissions(unit):
+            scores = {}
+            for notebook in submission.notebooks:
+                for grade in notebook.grades:
+                    key = notebook.name, grade.name
+                    scores[key] = _grade_score(grade)
+                    if key not in cells:  # a cell removed from the unit after grading
+                        cells[key] = float(grade.max_score)
+            per_student[submission.student.id] = scores
+            totals[submission.student.id] = float(submission.score)
+
+    names = [name for _, name in cells]
+    columns = {key: key[1] if names.count(key[1]) == 1 else f"{key[0]}:{key[1]}" for key in cells}
+
+    items = []
+    for key, max_points in cells.items():
+        graded = [s[key] for s in per_student.values() if s.get(key) is not None]
+        failed = sum(score < max_points for score in graded)
+        items.append(ItemRow(
+            item=key[1], notebook=key[0], column=columns[key], max_points=max_points,
+            students=len(graded), failed=failed,
+            failure_rate=failed / len(graded) if graded else None,
+            mean_score=statistics.fmean(graded) if graded else None,
+        ))
+    items.sort(key=lambda i: (i.failure_rate is None, -(i.failure_rate or 0.0), i.item, i.notebook))
+
+    status = _read_status(course_dir, unit)
+    students = []
+    for student in sorted(set(per_student) | set(status)):
+        verdict = status.get(student, {})
+        score = totals.get(student)
+        students.append(StudentRow(
+            student=student, score=score,
+            max_score=max_score if student in per_student else None,
+            percent=_percent(score, max_score),
+            scores={columns[key]: value for key, value in per_student.get(student, {}).items()},
+            status=str(verdict.get("status", "")), reason=str(verdict.get("reason", "")),
+        ))
+    return UnitReport(unit=unit, max_score=max_score, students=students, items=items)
+
+
+def _fmt(value, digits: int = 2) -> str:
+    """A number for the CSV: rounded, no trailing `.0`; '' for None."""
+    if value is None:
+        return ""
+    value = round(float(value), digits)
+    return str(int(value)) if value.is_integer() else str(value)
+
+
+def _plot(report: UnitReport, path: Path) -> None:
+    """The histogram of percent scores and the bar chart of failure rates, saved as PNG."""
+    percents = [s.percent for s in report.students if s.percent is not None]
+    rated = [i for i in report.items if i.failure_rate is not None]
+    # A bare Figure on an Agg canvas: headless, and no change to pyplot's global backend.
+    fig = Figure(figsize=(11, max(4.0, 0.35 * len(rated) + 1.5)), layout="constrained")
+    FigureCanvasAgg(fig)
+    hist, bars = fig.subplots(1, 2)
+    hist.hist(percents, bins=[10 * k for k in range(11)], color="tab:blue", edgecolor="white")
+    hist.set_xlim(0, 100)
+    hist.set_xlabel("total score (% of maximum)")
+    hist.set_ylabel("number of students")
+    hist.set_title(f"{report.unit}: scores of {len(percents)} students")
+    shown = rated[::-1]  # most failed at the top
+    bars.barh([i.column for i in shown], [i.failure_rate for i in shown], color="tab:red")
+    bars.set_xlim(0, 1)
+    bars.set_xlabel("failure rate (share of graded students below full marks)")
+    bars.set_title("items students fail most")
+    if not shown:
+        bars.text(0.5, 0.5, "no graded items", ha="center", va="center")
+    fig.savefig(path, dpi=100)
+
+
+def write_report(report: UnitReport, out_dir) -> list[Path]:
+    """Write the students CSV, the items CSV and the histogram PNG of `report` into `out_dir`
+    (created if needed); returns their paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    students_csv = out_dir / f"{report.unit}_students.csv"
+    items_csv = out_dir / f"{report.unit}_items.csv"
+    png = out_dir / f"{report.unit}_histogram.png"
+    columns = sorted((i.notebook, i.item, i.column) for i in report.items)
+    columns = [column for _, _, column in columns]
+
+    with students_csv.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student", "score", "max_score", "percent", *columns, "status", "reason"])
+        for s in report.students:
+            cells = [UNGRADED if c in s.scores and s.scores[c] is None else _fmt(s.scores.get(c))
+                     for c in columns]
+            writer.writerow([s.student, _fmt(s.score), _fmt(s.max_score), _fmt(s.percent, 1),
+                             *cells, s.status, s.reason])
+
+    with items_csv.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["item", "notebook", "max_points", "students", "failed", "failure_rate",
+                         "mean_score"])
+        for i in report.items:
+            writer.writerow([i.item, i.notebook, _fmt(i.max_points), i.students, i.failed,
+                             _fmt(i.failure_rate, 4), _fmt(i.mean_score, 3)])
+
+    _plot(report, png)
+    return [students_csv, items_csv, png]
+
+
+def summary(report: UnitReport) -> str:
+    """A few lines for the terminal: class size, mean and median percent, most-failed items."""
+    percents = [s.percent for s in report.students if s.percent is not None]
+    lines = [f"{report.unit}: {len(percents)} students graded"]
+    if percents:
+        lines[0] += (f", mean {statistics.fmean(percents):.1f}%, "
+                     f"median {statistics.median(percents):.1f}%")
+    missing = len(report.students) - len(percents)
+    if missing:
+        lines.append(f"  {missing} more in the status file without a score in the gradebook")
+    ungraded = sum(v is None for s in report.students for v in s.scores.values())
+    if ungraded:
+        lines.append(f"  {ungraded} grades not scored yet (shown as '{UNGRADED}')")
+    worst = [i for i in report.items if i.failure_rate is not None][:3]
+    if worst:
+        lines.append("  most failed: " + ", ".join(
+            f"{i.column} {i.failure_rate:.0%} ({i.failed}/{i.students})" for i in worst))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line: report every unit named (default: every unit in the gradebook)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m course_utils.report",
+        description="Write per-unit score tables and plots from the nbgrader gradebook.",
+    )
+    parser.add_argument("units", nargs="*", metavar="UNIT",
+                        help="assignment names (default: every one in the gradebook)")
+    parser.add_argument("--course", type=Path, default=Path("."),
+                        help="the course folder holding gradebook.db (default: .)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where to write the reports (default: <course>/reports)")
+    args = parser.parse_args(argv)
+    out = args.out if args.out is not None else args.course / "reports"
+    try:
+        units = args.units
+        if not units:
+            with _open_gradebook(args.course) as gb:
+                units = [a.name for a in gb.assignments]
+            if not units:
+                raise ReportError(f"the gradebook in {args.course.resolve()} has no units yet "
+                                  "(`nbgrader generate_assignment` adds them)")
+        reports = [collect(args.course, unit) for unit in units]
+    except ReportError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for report in reports:
+        paths = write_report(report, out)
+        print(summary(report))
+        print("  wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

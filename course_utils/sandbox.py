@@ -1,0 +1,306 @@
+"""The jail that autograded student code runs in (Linux, bubblewrap).
+
+`wrap(cmd, workdir=..., runtime_dir=...)` turns a kernel's command line into one that runs
+it, through this module's launcher, inside `bwrap`:
+
+* a private root file system that holds only the system's programs and libraries, the
+  Python installation, the virtual environment and the `course_utils` package, all
+  read-only: no `solutions/`, no gradebook, no other submission, no home directory;
+* the working directory is a size-limited tmpfs holding a copy of the submission's folder
+  (what the code writes there is thrown away), `/tmp` another one, and `runtime_dir` (the
+  kernel's connection file and its Unix sockets) the only folder of the host it can write;
+* no network (a new, empty network namespace), its own PID namespace (everything it forks
+  dies with it), a cleared environment, and an unprivileged user: when the grader runs as
+  root the launcher switches to `nobody` before it starts bubblewrap;
+* resource limits: CPU seconds, address space, processes and threads, file size and open
+  files, enforced by the kernel (setrlimit); wall time, enforced by the launcher, which kills
+  the whole sandbox and writes why to `runtime_dir/sandbox-exit.json`.
+
+The kernel talks to the grader over Unix sockets in `runtime_dir` (ZeroMQ's `ipc`
+transport), since TCP to the host is exactly what the network namespace forbids.
+
+`unavailable_reason()` says why the sandbox cannot run here (not Linux, no bwrap, no user
+namespaces), or None; grading refuses to run without it unless asked to be unsafe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+__all__ = ["Limits", "exit_record", "unavailable_reason", "wrap"]
+
+MiB = 1024 * 1024
+EXIT_RECORD = "sandbox-exit.json"
+KERNEL_LOG = "kernel.log"
+
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one sandboxed kernel may use. Exceeding a limit kills it (or fails the call)."""
+
+    cpu_seconds: int = 600          # RLIMIT_CPU: SIGXCPU, then SIGKILL
+    wall_seconds: int = 900         # the launcher kills the sandbox after this
+    memory_bytes: int = 4096 * MiB  # RLIMIT_AS: allocations beyond it fail (MemoryError)
+    processes: int = 256            # RLIMIT_NPROC: threads count too; fork() fails beyond it
+    file_bytes: int = 64 * MiB      # RLIMIT_FSIZE: no single file larger than this
+    open_files: int = 512           # RLIMIT_NOFILE
+    workdir_bytes: int = 64 * MiB   # size of the tmpfs that holds the working copy
+    tmp_bytes: int = 64 * MiB       # size of the tmpfs on /tmp
+
+    def as_args(self) -> list[str]:
+        return [f"--{f.name.replace('_', '-')}={getattr(self, f.name)}" for f in fields(self)]
+
+
+def unavailable_reason() -> str | None:
+    """None if the sandbox works on this machine, otherwise what is missing and how to get it."""
+    if not sys.platform.startswith("linux"):
+        return f"the grading sandbox needs Linux (bubblewrap); this is {sys.platform}"
+    if shutil.which("bwrap") is None:
+        return ("the grading sandbox needs bubblewrap, which is not installed "
+                "(Debian/Ubuntu: sudo apt-get install bubblewrap)")
+    with tempfile.TemporaryDirectory(prefix="course-sandbox-probe-") as probe:
+        cmd = wrap([sys.executable, "-c", "pass"], workdir=probe, runtime_dir=probe)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=probe)
+        except subprocess.TimeoutExpired:
+            return "the grading sandbox did not start within 60 s"
+        if proc.returncode != 0:
+            detail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no message"]
+            return f"the grading sandbox (bwrap) does not start here: {detail[0]}"
+    return None
+
+
+def wrap(cmd: list[str], *, workdir: str | os.PathLike, runtime_dir: str | os.PathLike,
+         limits: Limits | None = None) -> list[str]:
+    """The command line that runs `cmd` in the sandbox, with `workdir` as its (copied)
+    working directory and `runtime_dir` shared read-write with the grader."""
+    limits = limits or Limits()
+    return [sys.executable, "-m", "course_utils.sandbox",
+            f"--workdir={Path(workdir).resolve()}", f"--runtime-dir={Path(runtime_dir).resolve()}",
+            *limits.as_args(), "--", *cmd]
+
+
+def exit_record(runtime_dir: str | os.PathLike) -> dict | None:
+    """What the launcher wrote when the sandbox ended (returncode, signal, reason), if anything."""
+    path = Path(runtime_dir) / EXIT_RECORD
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+# --------------------------------------------------------------------------- the launcher
+
+_SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_PASSED_ENV = ("LANG", "LC_ALL", "NBGRADER_EXECUTION", "PYTHONHASHSEED", "OMP_NUM_THREADS",
+               "MKL_NUM_THREADS", "MPLBACKEND")
+
+
+def _readonly_dirs(cmd: list[str]) -> list[str]:
+    """Host folders the kernel needs to read: Python, the venv, and course_utils."""
+    import course_utils
+
+    dirs = {sys.base_prefix, sys.prefix, str(Path(course_utils.__file__).resolve().parent)}
+    exe = Path(cmd[0])
+    if exe.is_absolute():
+        dirs.add(str(exe.parent.parent))
+        dirs.add(str(exe.resolve().parent.parent))
+    # drop folders already inside another one, and the root itself
+    ordered = sorted({str(Path(d).resolve()) for d in dirs} - {"/"})
+    return [d for d in ordered
+            if not any(d != o and d.startswith(o.rstrip("/") + "/") for o in ordered)]
+
+
+def _bwrap_args(cmd: list[str], workdir: str, runtime_dir: str, limits: Limits,
+                fds: list[int]) -> list[str]:
+    args = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+            "--clearenv", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox"]
+
+    def bind(path: str, dest: str, writable: bool = False) -> None:
+        fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        os.set_inheritable(fd, True)
+        fds.append(fd)
+        args.extend(["--bind-fd" if writable else "--ro-bind-fd", str(fd), dest])
+
+    for d in _SYSTEM_DIRS:
+        if os.path.islink(d):
+            args.extend(["--symlink", os.readlink(d), d])
+        elif os.path.isdir(d):
+            bind(d, d)
+    for d in _readonly_dirs(cmd):
+        if not any(d == s or d.startswith(s + "/") for s in _SYSTEM_DIRS):
+            bind(d, d)
+    if os.path.isdir("/sys/devices/system/cpu"):
+        bind("/sys/devices/system/cpu", "/sys/devices/system/cpu")
+    args.extend(["--proc", "/proc", "--dev", "/dev"])
+    args.extend(["--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"])
+    bind(workdir, "/var/submission")
+    args.extend(["--size", str(limits.workdir_bytes), "--tmpfs", workdir])
+    bind(runtime_dir, runtime_dir, writable=True)
+    args.extend(["--chdir", workdir])
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+           "HOME": "/tmp", "MPLCONFIGDIR": "/tmp/matplotlib", "LANG": "C.UTF-8",
+           "PYTHONDONTWRITEBYTECODE": "1", "COURSE_SANDBOX": "1"}
+    # not JPY_PARENT_PID: the grader's pid means nothing in the sandbox's PID namespace, and
+    # ipykernel would quit at once; --die-with-parent does that job instead
+    env.update({k: v for k, v in os.environ.items()
+                if k in _PASSED_ENV or (k.startswith("JPY_") and k != "JPY_PARENT_PID")})
+    for key, value in env.items():
+        args.extend(["--setenv", key, value])
+    spec = json.dumps({"rlimits": _rlimits(limits), "cmd": cmd})
+    return [*args, "--", cmd[0], "-I", "-S", "-c", _INNER, spec]
+
+
+# Runs inside the sandbox as the kernel's own Python: the limits are set here, after bwrap
+# has made its user namespace, so that RLIMIT_NPROC counts only the sandbox's processes.
+_INNER = """
+import json, os, resource, shutil, sys
+spec = json.loads(sys.argv[1])
+for name, value in spec["rlimits"]:
+    hard = value + 5 if name == "RLIMIT_CPU" else value  # SIGXCPU first, SIGKILL 5 s later
+    resource.setrlimit(getattr(resource, name), (value, hard))
+try:
+    shutil.copytree("/var/submission", ".", dirs_exist_ok=True, symlinks=True)
+except (OSError, shutil.Error):
+    pass
+os.execv(spec["cmd"][0], spec["cmd"])
+"""
+
+
+def _rlimits(limits: Limits) -> list[tuple[str, int]]:
+    return [("RLIMIT_CPU", limits.cpu_seconds), ("RLIMIT_AS", limits.memory_bytes),
+            ("RLIMIT_NPROC", limits.processes), ("RLIMIT_FSIZE", limits.file_bytes),
+            ("RLIMIT_NOFILE", limits.open_files), ("RLIMIT_CORE", 0)]
+
+
+class _PidsCgroup:
+    """A pids cgroup that caps the sandbox's processes when the grader runs as root (root is
+    exempt from RLIMIT_NPROC). cgroup v2 or v1; `path` is None where none can be made."""
+
+    def __init__(self, limit: int) -> None:
+        self.path: Path | None = None
+        for base in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup")):
+            if not (base / "cgroup.procs").exists():
+                continue
+            candidate = base / f"course-sandbox-{os.getpid()}"
+            try:
+                candidate.mkdir()
+                (candidate / "pids.max").write_text(str(limit))
+            except OSError:
+                with contextlib.suppress(OSError):
+                    candidate.rmdir()
+                continue
+            self.path = candidate
+            return
+
+    def join(self) -> None:
+        """Move the calling process into the cgroup (in the child, before exec)."""
+        if self.path is not None:
+            (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def remove(self) -> None:
+        if self.path is not None:
+            for _ in range(50):
+                try:
+                    self.path.rmdir()
+                    return
+                except OSError:
+                    time.sleep(0.1)
+
+
+def _describe_end(returncode: int, limits: Limits, wall_killed: bool) -> dict:
+    # bwrap exits with the kernel's status, or 128 + the signal that killed it
+    signum = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
+    name = signal.Signals(signum).name if signum in signal.Signals._value2member_map_ else ""
+    if wall_killed:
+        reason = f"it ran longer than the wall-time limit of {limits.wall_seconds} s"
+    elif name in ("SIGXCPU",) or (name == "SIGKILL" and _cpu_exhausted(limits)):
+        reason = f"it used more than the CPU-time limit of {limits.cpu_seconds} s"
+    elif name:
+        reason = f"it was killed by {name}"
+    else:
+        reason = f"it exited with status {returncode}"
+    return {"returncode": returncode, "signal": name, "reason": reason,
+            "limits": asdict(limits), "time": time.time()}
+
+
+def _cpu_exhausted(limits: Limits) -> bool:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime >= limits.cpu_seconds - 1
+
+
+def _write_record(path: Path, record: dict) -> None:
+    # The sandbox could write this folder: never follow a link it may have planted there.
+    try:
+        if path.is_symlink() or path.exists():
+            path.unlink()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except OSError:
+        return
+    with os.fdopen(fd, "w") as f:
+        json.dump(record, f)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m course_utils.sandbox",
+                                     description="Run a command in the grading sandbox.")
+    parser.add_argument("--workdir", required=True)
+    parser.add_argument("--runtime-dir", required=True)
+    for f in fields(Limits):
+        parser.add_argument(f"--{f.name.replace('_', '-')}", type=int, default=f.default)
+    parser.add_argument("cmd", nargs=argparse.REMAINDER)
+    opts = parser.parse_args(argv)
+    cmd = opts.cmd[1:] if opts.cmd[:1] == ["--"] else opts.cmd
+    if not cmd:
+        parser.error("expected a command after --")
+    limits = Limits(**{f.name: getattr(opts, f.name) for f in fields(Limits)})
+
+    # Root is exempt from RLIMIT_NPROC: as root, a pids cgroup caps the processes instead.
+    cgroup = _PidsCgroup(limits.processes) if os.getuid() == 0 else None
+    if cgroup is not None and cgroup.path is None:
+        print("course_utils.sandbox: running as root and no pids cgroup can be made, so the "
+              "sandbox could not limit processes; run grading as an ordinary user",
+              file=sys.stderr)
+        return 125
+    fds: list[int] = []
+    args = _bwrap_args(cmd, opts.workdir, opts.runtime_dir, limits, fds)
+    # An interrupt for the kernel reaches the whole process group: the launcher ignores it.
+    signal.signal(signal.SIGINT, lambda *_: None)
+    # the kernel's own stdout and stderr (not the cells' output) go to a log for debugging
+    log = open(Path(opts.runtime_dir) / KERNEL_LOG, "ab")  # noqa: SIM115 - closed below
+    child = subprocess.Popen(args, pass_fds=fds, stdin=subprocess.DEVNULL, stdout=log,
+                             stderr=subprocess.STDOUT,
+                             preexec_fn=cgroup.join if cgroup else None)
+    log.close()
+    for fd in fds:
+        os.close(fd)
+    signal.signal(signal.SIGTERM, lambda *_: child.kill())
+    wall_killed = False
+    try:
+        returncode = child.wait(timeout=limits.wall_seconds)
+    except subprocess.TimeoutExpired:
+        wall_killed = True
+        child.kill()
+        returncode = child.wait()
+    record = _describe_end(returncode, limits, wall_killed)
+    _write_record(Path(opts.runtime_dir) / EXIT_RECORD, record)
+    if cgroup is not None:
+        cgroup.remove()
+    return returncode if returncode >= 0 else 128 - returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
