@@ -17,14 +17,17 @@ LAB_ARGS ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lab test lectures release autograde feedback bench lock clean
+.PHONY: help setup lab test lectures release autograde report sandbox feedback bench bench-autograde lock clean
 
 help:
 	@echo "make lab        set up (if needed) and open JupyterLab on the course"
 	@echo "make test       set up (if needed) and run the whole test suite"
 	@echo "make lectures   re-execute the lecture notebooks in place (outputs are kept)"
 	@echo "make release    regenerate exercises/ from solutions/ with nbgrader"
-	@echo "make autograde  grade every submission in submitted/<student>/<unit>/"
+	@echo "make autograde  grade every submission in submitted/<student>/<unit>/ in the sandbox"
+	@echo "                (JOBS=N in parallel; UNSAFE=1 without the sandbox)"
+	@echo "make report     class report: totals, most-failed tests, histogram, CSV (reports/)"
+	@echo "make sandbox    install bubblewrap, which the grading sandbox needs"
 	@echo "make feedback   write HTML feedback for autograded submissions to feedback/"
 	@echo "make bench      time and measure the memory of every notebook"
 	@echo "make lock       re-resolve requirements.lock from pyproject.toml"
@@ -53,7 +56,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
 	$(BIN)/jupyter lab --notebook-dir=. $(ROOT_FLAG) $(LAB_ARGS)
 
-test: $(STAMP)
+test: $(STAMP) sandbox
 	$(BIN)/python -m pytest --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg \
 		tests lectures solutions $(PYTEST_ARGS)
@@ -73,14 +76,27 @@ release: $(STAMP)
 
 # The gradebook must know each assignment's source cells before it can grade, so grading
 # starts with a release (which is deterministic: exercises/ does not change).
+# Student code runs in a bubblewrap sandbox; JOBS=N grades N submissions at a time;
+# UNSAFE=1 grades without the sandbox (only where bubblewrap cannot run, e.g. macOS).
+JOBS ?= 1
+UNSAFE ?=
 autograde: release
-	@test -d submitted || { echo "nothing to grade: put submissions in submitted/<student>/<unit>/"; exit 1; }
-	@for unit in $(UNITS); do \
-		if compgen -G "submitted/*/$$unit" >/dev/null; then \
-			echo "autograding $$unit"; \
-			$(NBGRADER) autograde "$$unit" --force --log-level=WARN; \
-		fi; \
-	done
+	$(BIN)/python -m course_utils.autograde --jobs $(JOBS) $(if $(UNSAFE),--unsafe)
+
+# Per-student totals, per-item failure rates, a histogram and CSV files in reports/.
+report: $(STAMP)
+	$(BIN)/python -m course_utils.report --out reports
+
+# The grading sandbox needs bubblewrap (Debian/Ubuntu package `bubblewrap`). Installed here
+# when missing and this user may (root, or sudo without a password); otherwise it says how.
+sandbox:
+	@command -v bwrap >/dev/null && exit 0; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; \
+	else echo "bubblewrap is missing: install it (sudo apt-get install bubblewrap) to autograde"; exit 1; fi; \
+	command -v apt-get >/dev/null || { echo "bubblewrap is missing and apt-get is not available: install bubblewrap"; exit 1; }; \
+	$$SUDO apt-get install -y -qq bubblewrap >/dev/null 2>&1 \
+		|| { $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq bubblewrap >/dev/null; }; \
+	bwrap --version
 
 feedback: $(STAMP)
 	@for unit in $(UNITS); do \
@@ -92,6 +108,10 @@ feedback: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python tests/benchmark_notebooks.py
+
+# Autograding time per submission with and without the sandbox, and JOBS=2 against JOBS=1.
+bench-autograde: $(STAMP) sandbox
+	$(BIN)/python tests/benchmark_autograde.py
 
 lock:
 	rm -rf .lock-venv

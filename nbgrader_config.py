@@ -30,6 +30,9 @@ c.CourseDirectory.release_directory = "exercises"
 c.CourseDirectory.submitted_directory = "submitted"
 c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
+# Parallel grading (`make autograde JOBS=N`) has several nbgrader processes write the SQLite
+# gradebook: each waits up to 120 s for the others' short transactions instead of failing.
+c.CourseDirectory.db_url = f"sqlite:///{Path(__file__).resolve().parent / 'gradebook.db'}?timeout=120"
 
 # What a student sees in place of a solution.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import types
 from collections.abc import Iterator
 
 import torch
@@ -135,32 +136,53 @@ def _resolve(dotted: str):
     raise ValueError(f"cannot resolve {dotted!r}; expected a dotted name such as 'torch.softmax'")
 
 
+def _raising_code(message: str) -> types.CodeType:
+    """The code of a function that raises GradingFailure(message) whatever it is given; it
+    names nothing but builtins, so it runs in any function's globals."""
+    source = ("def blocked(*args, **kwargs):\n"
+              "    raise __import__('course_utils.grading', fromlist=['GradingFailure'])"
+              f".GradingFailure({message!r})\n")
+    namespace: dict = {}
+    exec(source, namespace)  # noqa: S102 - our own constant source
+    return namespace["blocked"].__code__
+
+
 @contextlib.contextmanager
 def forbidden(*names: str, reason: str) -> Iterator[None]:
     """Make the named callables raise GradingFailure while the block runs.
 
     names: dotted paths such as "torch.softmax" or "torch.Tensor.softmax".
     reason: what the student should do instead; it goes into the message.
+
+    A Python function has its code swapped, so that a reference the student took earlier
+    (`from course_utils.attention import softmax`) raises too; other callables (PyTorch's
+    C functions) are replaced where they are looked up.
     """
-    saved = []
+    undo = []
     try:
         for dotted in names:
             owner, attr = _resolve(dotted)
             original = getattr(owner, attr)
+            message = f"your code called {dotted}, which this exercise forbids: {reason}"
+            integrity.allow(dotted)
+            if isinstance(original, types.FunctionType) and not original.__closure__:
+                code = original.__code__
+                original.__code__ = _raising_code(message)
+                undo.append((dotted, functools.partial(setattr, original, "__code__", code)))
+                continue
 
-            def blocked(*args, _name=dotted, **kwargs):
-                raise GradingFailure(
-                    f"your code called {_name}, which this exercise forbids: {reason}"
-                )
+            def blocked(*args, _message=message, **kwargs):
+                raise GradingFailure(_message)
 
             functools.update_wrapper(blocked, original, assigned=("__name__", "__doc__"))
-            saved.append((owner, attr, original, dotted))
-            integrity.allow(dotted)
             setattr(owner, attr, blocked)
+            undo.append((dotted, functools.partial(setattr, owner, attr, original)))
         yield
     finally:
-        for owner, attr, original, dotted in reversed(saved):
-            setattr(owner, attr, original)
+        for dotted, restore in reversed(undo):
+            restore()
+            integrity.disallow(dotted)
+        for dotted in names[len(undo):]:
             integrity.disallow(dotted)
 
 

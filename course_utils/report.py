@@ -30,6 +30,7 @@ from urllib.parse import quote
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 from nbgrader.api import Gradebook
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
@@ -109,7 +110,8 @@ def _open_gradebook(course_dir: Path) -> Gradebook:
     try:
         return Gradebook(url, course_id="")
     except SQLAlchemyError as error:
-        raise ReportError(f"cannot read {path} as an nbgrader gradebook: {error}") from error
+        reason = getattr(error, "orig", None) or error
+        raise ReportError(f"cannot read {path} as an nbgrader gradebook: {reason}") from error
 
 
 def _read_status(course_dir: Path, unit: str) -> dict[str, dict]:
@@ -145,7 +147,8 @@ def _grade_score(grade) -> float | None:
 
 def collect(course_dir, unit: str) -> UnitReport:
     """Read one unit's scores from the gradebook in `course_dir` (and its status file, if any).
-    Raises ReportError when the gradebook or the unit does not exist."""
+    Raises ReportError when the gradebook or the unit does not exist, or the status file is
+    unreadable."""
     course_dir = Path(course_dir)
     with _open_gradebook(course_dir) as gb:
         known = [a.name for a in gb.assignments]
@@ -220,16 +223,24 @@ def _plot(report: UnitReport, path: Path) -> None:
     hist, bars = fig.subplots(1, 2)
     hist.hist(percents, bins=[10 * k for k in range(11)], color="tab:blue", edgecolor="white")
     hist.set_xlim(0, 100)
+    hist.yaxis.set_major_locator(MaxNLocator(integer=True))
+    if not percents:
+        hist.set_ylim(0, 1)
+        hist.text(50, 0.5, "no graded submissions", ha="center", va="center")
     hist.set_xlabel("total score (% of maximum)")
     hist.set_ylabel("number of students")
     hist.set_title(f"{report.unit}: scores of {len(percents)} students")
     shown = rated[::-1]  # most failed at the top
-    bars.barh([i.column for i in shown], [i.failure_rate for i in shown], color="tab:red")
+    if shown:
+        drawn = bars.barh([i.column for i in shown], [i.failure_rate for i in shown],
+                          color="tab:red")
+        bars.bar_label(drawn, labels=[f"{i.failed}/{i.students}" for i in shown], padding=3)
+    else:
+        bars.set_yticks([])
+        bars.text(0.5, 0.5, "no graded items", ha="center", va="center")
     bars.set_xlim(0, 1)
     bars.set_xlabel("failure rate (share of graded students below full marks)")
     bars.set_title("items students fail most")
-    if not shown:
-        bars.text(0.5, 0.5, "no graded items", ha="center", va="center")
     fig.savefig(path, dpi=100)
 
 
@@ -277,7 +288,8 @@ def summary(report: UnitReport) -> str:
         lines.append(f"  {missing} more in the status file without a score in the gradebook")
     ungraded = sum(v is None for s in report.students for v in s.scores.values())
     if ungraded:
-        lines.append(f"  {ungraded} grades not scored yet (shown as '{UNGRADED}')")
+        lines.append(f"  {ungraded} grade{'s' * (ungraded != 1)} not scored yet "
+                     f"(shown as '{UNGRADED}')")
     worst = [i for i in report.items if i.failure_rate is not None][:3]
     if worst:
         lines.append("  most failed: " + ", ".join(

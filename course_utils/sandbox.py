@@ -3,9 +3,10 @@
 `wrap(cmd, workdir=..., runtime_dir=...)` turns a kernel's command line into one that runs
 it, through this module's launcher, inside `bwrap`:
 
-* a private root file system that holds only the system's programs and libraries, the
-  Python installation, the virtual environment and the `course_utils` package, all
-  read-only: no `solutions/`, no gradebook, no other submission, no home directory;
+* a private root file system that holds only the system's programs and libraries (and
+  the few files of /etc that they need), the Python installation, the virtual environment
+  and the `course_utils` package, all read-only: no `solutions/`, no gradebook, no other
+  submission, no home directory;
 * the working directory is a size-limited tmpfs holding a copy of the submission's folder
   (what the code writes there is thrown away), `/tmp` another one, and `runtime_dir` (the
   kernel's connection file and its Unix sockets) the only folder of the host it can write;
@@ -104,7 +105,11 @@ def exit_record(runtime_dir: str | os.PathLike) -> dict | None:
 
 # --------------------------------------------------------------------------- the launcher
 
-_SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# From /etc only what programs need to start; not shadow files, keys or the host's config.
+_ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "nsswitch.conf",
+              "localtime", "hosts", "alternatives", "fonts", "ssl/certs", "mime.types",
+              "os-release", "debian_version")
 _PASSED_ENV = ("LANG", "LC_ALL", "NBGRADER_EXECUTION", "PYTHONHASHSEED", "OMP_NUM_THREADS",
                "MKL_NUM_THREADS", "MPLBACKEND")
 
@@ -140,8 +145,14 @@ def _bwrap_args(cmd: list[str], workdir: str, runtime_dir: str, limits: Limits,
             args.extend(["--symlink", os.readlink(d), d])
         elif os.path.isdir(d):
             bind(d, d)
+    for name in _ETC_FILES:
+        path = os.path.join("/etc", name)
+        if os.path.isdir(path):
+            bind(path, path)
+        elif os.path.isfile(path):
+            args.extend(["--ro-bind", path, path])
     for d in _readonly_dirs(cmd):
-        if not any(d == s or d.startswith(s + "/") for s in _SYSTEM_DIRS):
+        if not any(d == s or d.startswith(s + "/") for s in (*_SYSTEM_DIRS, "/etc")):
             bind(d, d)
     if os.path.isdir("/sys/devices/system/cpu"):
         bind("/sys/devices/system/cpu", "/sys/devices/system/cpu")

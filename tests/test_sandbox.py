@@ -1,0 +1,180 @@
+"""The grading sandbox itself (course_utils.sandbox), driven directly with small programs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from course_utils import sandbox
+
+pytestmark = pytest.mark.skipif(sandbox.unavailable_reason() is not None,
+                                reason="no sandbox here (test_sandbox_is_available says why)")
+
+
+def run(tmp_path: Path, code: str, **limits) -> tuple[subprocess.CompletedProcess, dict]:
+    """Run `code` with this Python in the sandbox; return the process and its exit record."""
+    work, runtime = tmp_path / "work", tmp_path / "runtime"
+    work.mkdir(exist_ok=True)
+    runtime.mkdir(exist_ok=True)
+    cmd = sandbox.wrap([sys.executable, "-c", code], workdir=work, runtime_dir=runtime,
+                       limits=sandbox.Limits(**limits))
+    proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=120)
+    log = (runtime / sandbox.KERNEL_LOG).read_text(errors="replace")
+    proc.stdout = log  # the launcher sends the program's output to the kernel log
+    return proc, sandbox.exit_record(runtime)
+
+
+def test_sandbox_is_available():
+    # CI installs bubblewrap (make sandbox); an instructor's Linux machine needs it too.
+    assert sandbox.unavailable_reason() is None
+
+
+def test_course_files_home_and_secrets_are_invisible(tmp_path):
+    secrets = [ROOT / "solutions", ROOT / "nbgrader_config.py", ROOT / ".git", ROOT / "tests",
+               Path("/etc/shadow"), *(p for p in Path.home().glob(".*") if p.name != ".pyenv")]
+    secrets = [str(p) for p in secrets if p.exists()]
+    assert len(secrets) >= 5, "the test needs things to hide"
+    code = f"""
+import os
+for path in {secrets!r}:
+    print(path, os.path.exists(path))
+"""
+    proc, record = run(tmp_path, code)
+    assert record["returncode"] == 0, proc.stdout
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == len(secrets)
+    for line in lines:
+        assert line.endswith("False"), f"visible in the sandbox: {line}"
+
+
+def test_the_working_copy_is_a_private_copy(tmp_path):
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "data.txt").write_text("given")
+    code = """
+print(open('data.txt').read())
+open('data.txt', 'w').write('changed')
+open('new.txt', 'w').write('new')
+"""
+    proc, record = run(tmp_path, code)
+    assert record["returncode"] == 0 and "given" in proc.stdout
+    assert (tmp_path / "work" / "data.txt").read_text() == "given"
+    assert not (tmp_path / "work" / "new.txt").exists()
+
+
+def test_no_network(tmp_path):
+    code = """
+import socket
+for host in [('1.1.1.1', 53), ('pypi.org', 443)]:
+    try:
+        socket.create_connection(host, timeout=3)
+        print('CONNECTED', host)
+    except OSError as err:
+        print('blocked', type(err).__name__)
+"""
+    proc, _ = run(tmp_path, code)
+    assert "CONNECTED" not in proc.stdout and proc.stdout.count("blocked") == 2
+
+
+def test_environment_is_cleared(tmp_path, monkeypatch):
+    monkeypatch.setenv("SECRET_TOKEN", "hunter2")
+    proc, _ = run(tmp_path, "import os; print(sorted(os.environ))")
+    assert "SECRET_TOKEN" not in proc.stdout and "COURSE_SANDBOX" in proc.stdout
+
+
+def test_working_copy_and_tmp_are_size_limited(tmp_path):
+    code = """
+import os
+for folder in ['.', '/tmp']:
+    written = 0
+    try:
+        with open(os.path.join(folder, 'fill'), 'wb') as f:
+            for _ in range(1000):
+                f.write(b'x' * 2**20)
+                f.flush()
+                written += 1
+    except OSError as err:
+        print(folder, 'full after', written, 'MiB', err.errno)
+"""
+    proc, _ = run(tmp_path, code, workdir_bytes=8 * sandbox.MiB, tmp_bytes=4 * sandbox.MiB,
+                  file_bytes=100 * sandbox.MiB)
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 2, proc.stdout
+    assert int(lines[0].split()[3]) <= 8 and int(lines[1].split()[3]) <= 4
+
+
+def test_process_limit_stops_a_fork_bomb(tmp_path):
+    code = """
+import os, time
+children = 0
+try:
+    for _ in range(5000):
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        children += 1
+except OSError as err:
+    print('fork refused after', children, err.errno)
+"""
+    proc, record = run(tmp_path, code, processes=40, wall_seconds=20)
+    assert "fork refused after" in proc.stdout, proc.stdout
+    assert int(proc.stdout.split("after")[1].split()[0]) < 40
+
+
+def test_cpu_limit_kills_a_busy_loop(tmp_path):
+    _, record = run(tmp_path, "while True: pass", cpu_seconds=1)
+    assert record["signal"] in ("SIGXCPU", "SIGKILL")
+    assert "CPU-time limit of 1 s" in record["reason"]
+
+
+def test_wall_time_limit_kills_a_sleeper_and_everything_it_started(tmp_path):
+    code = """
+import os, time
+if os.fork() == 0:
+    os.execv('/bin/sleep', ['sleep', '3607'])
+time.sleep(3600)
+"""
+    _, record = run(tmp_path, code, wall_seconds=3)
+    assert "wall-time limit of 3 s" in record["reason"]
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "sleep 3607" not in ps, "a child of the sandbox outlived it"
+
+
+def test_memory_limit_fails_the_allocation(tmp_path):
+    code = """
+try:
+    block = bytearray(3 * 2**30)
+    print('ALLOCATED')
+except MemoryError:
+    print('MemoryError')
+"""
+    proc, _ = run(tmp_path, code, memory_bytes=1024 * sandbox.MiB)
+    assert "MemoryError" in proc.stdout and "ALLOCATED" not in proc.stdout
+
+
+def test_exit_record_cannot_be_redirected_by_a_planted_link(tmp_path):
+    target = tmp_path / "victim.txt"
+    target.write_text("keep me")
+    code = f"import os; os.symlink({str(target)!r}, {str(tmp_path / 'runtime' / 'sandbox-exit.json')!r})"
+    _, record = run(tmp_path, code)
+    assert target.read_text() == "keep me"
+    assert record is not None and record["returncode"] == 0
+
+
+def test_unavailable_reason_names_what_is_missing(monkeypatch):
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    assert "bubblewrap" in sandbox.unavailable_reason()
+    monkeypatch.setattr(sandbox.sys, "platform", "darwin")
+    assert "needs Linux" in sandbox.unavailable_reason()
+
+
+def test_limits_round_trip_through_the_command_line(tmp_path):
+    limits = sandbox.Limits(cpu_seconds=7, wall_seconds=8, processes=9)
+    cmd = sandbox.wrap(["true"], workdir=tmp_path, runtime_dir=tmp_path, limits=limits)
+    assert "--cpu-seconds=7" in cmd and "--wall-seconds=8" in cmd and "--processes=9" in cmd
+    assert cmd[cmd.index("--") + 1:] == ["true"]
+    assert json.loads(json.dumps(limits.__dict__))["cpu_seconds"] == 7
