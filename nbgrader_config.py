@@ -32,7 +32,8 @@ c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
 # Parallel grading (`make autograde JOBS=N`) has several nbgrader processes write the SQLite
 # gradebook: each waits up to 120 s for the others' short transactions instead of failing.
-c.CourseDirectory.db_url = f"sqlite:///{Path(__file__).resolve().parent / 'gradebook.db'}?timeout=120"
+GRADEBOOK = Path(__file__).resolve().parent / "gradebook.db"
+c.CourseDirectory.db_url = f"sqlite:///{GRADEBOOK}?timeout=120"
 
 # What a student sees in place of a solution.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

@@ -159,7 +159,8 @@ except MemoryError:
 def test_exit_record_cannot_be_redirected_by_a_planted_link(tmp_path):
     target = tmp_path / "victim.txt"
     target.write_text("keep me")
-    code = f"import os; os.symlink({str(target)!r}, {str(tmp_path / 'runtime' / 'sandbox-exit.json')!r})"
+    planted = tmp_path / "runtime" / sandbox.EXIT_RECORD
+    code = f"import os; os.symlink({str(target)!r}, {str(planted)!r})"
     _, record = run(tmp_path, code)
     assert target.read_text() == "keep me"
     assert record is not None and record["returncode"] == 0
