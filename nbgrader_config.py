@@ -13,14 +13,17 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPrep
 from nbgrader.preprocessors import (
     AssignLatePenalties,
     CheckCellMetadata,
+    ClearOutput,
+    DeduplicateIds,
     GetGrades,
     IgnorePattern,
     LimitOutput,
+    OverwriteKernelspec,
     SaveAutoGrades,
 )
 
 import course_utils
-from course_utils.nbgrader_hooks import HideHiddenTests, SafeExecute
+from course_utils.nbgrader_hooks import HideHiddenTests, RestoreCells, SafeExecute
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
@@ -49,8 +52,11 @@ c.Autograde.autograde_preprocessors = [
     AssignLatePenalties, CheckCellMetadata,
 ]
 c.SafeExecute.max_output_chars = 20_000
-# Test cells that a submission deleted or stripped of their metadata are put back.
-c.OverwriteCells.add_missing_cells = True
+# Test cells (and read-only set-up cells) that a submission deleted or stripped of their
+# metadata are put back where they were; edited ones get their original source back.
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput, DeduplicateIds, OverwriteKernelspec, RestoreCells, CheckCellMetadata,
+]
 # A cell that runs longer than this is interrupted and counts as failed; one that ignores
 # the interrupt gets its kernel stopped.
 c.Execute.timeout = 120

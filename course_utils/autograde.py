@@ -58,7 +58,7 @@ class Outcome:
 
     @property
     def reason(self) -> str:
-        return "; ".join(self.notes) if self.notes else "graded normally"
+        return "; ".join(self.notes) if self.notes else "all tests passed"
 
 
 def _nbgrader() -> str:
@@ -177,23 +177,34 @@ def _zero_ungraded(course: Path, unit: str, student: str) -> int:
 
 
 def _item_verdicts(course: Path, unit: str, student: str) -> list[str]:
-    """Notes about items that were scored 0 for tampering or a stopped kernel."""
-    notes = []
+    """One note per failed test cell: tampering, a stopped kernel, or the first error."""
+    notes: list[str] = []
     for path in sorted((course / "autograded" / student / unit).glob("*.ipynb")):
         try:
             nb = nbformat.read(path, as_version=4)
         except Exception:  # noqa: BLE001
             continue
         for cell in nb.cells:
-            grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
-            for out in cell.get("outputs", []):
-                if out.get("output_type") != "error":
-                    continue
-                if out.get("ename") == "TamperingDetected":
-                    notes.append(f"{grade_id}: tampering detected")
-                elif out.get("ename") == "KernelStopped" and "Not run" not in out.get("evalue"):
-                    notes.append(f"{grade_id}: {out.get('evalue', '').split('. ')[0]}")
-    return sorted(set(notes), key=notes.index)
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            graded = meta.get("grade") and not meta.get("solution")
+            errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+            where = f"{meta['grade_id']}: " if meta.get("grade_id") else ""
+            stopped = [o for o in errors if o.get("ename") == "KernelStopped"
+                       and not o.get("evalue", "").startswith("Not run")]
+            if stopped:  # the cell that hung or died, graded or not
+                notes.append(where + stopped[0]["evalue"].split(". ")[0])
+            elif not graded or not errors:
+                continue
+            elif any(o.get("ename") == "TamperingDetected" for o in errors):
+                notes.append(f"{where}tampering detected")
+            elif errors[0].get("ename") == "KernelStopped":
+                notes.append(f"{where}not run (kernel stopped)")
+            else:
+                first = errors[0]
+                detail = f": {first.get('evalue', '')[:70]}" if first.get("ename") in (
+                    "GradingFailure", "TamperingDetected") else ""
+                notes.append(f"{where}{first.get('ename', 'error')}{detail}")
+    return notes
 
 
 def _last_error(text: str) -> str:

@@ -51,12 +51,14 @@ def fingerprint(watched, names=None, expected=False):
     import sys as _sys
 
     modules = _sys.modules
-    if expected:
-        for name in watched:
-            try:
-                _importlib.import_module(name)
-            except ImportError:
-                pass
+    if expected:  # import what will be watched, and the modules the names point into
+        for name in [*watched, *(names or {}).values()]:
+            for candidate in (name, name.rpartition(".")[0]):
+                try:
+                    _importlib.import_module(candidate)
+                    break
+                except (ImportError, ValueError):
+                    continue
     keep = modules.setdefault("_course_integrity_keep", type(_sys)("_course_integrity_keep"))
     kept = keep.__dict__.setdefault("objects", {})  # genuine objects stay alive: ids stay unique
     wanted = list(watched) + sorted(m for m in list(modules)

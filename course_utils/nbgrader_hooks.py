@@ -22,13 +22,15 @@ from jupyter_core.utils import ensure_async, run_sync
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode
-from nbgrader.preprocessors import Execute
+from nbformat import v4 as nbformat_v4
+from nbgrader.preprocessors import Execute, OverwriteCells
 from traitlets import Bool, Dict, Integer, Unicode
 
 from course_utils import integrity, sandbox
 
 __all__ = [
     "HideHiddenTests",
+    "RestoreCells",
     "SafeExecute",
     "SandboxUnavailable",
     "SandboxedKernelManager",
@@ -346,3 +348,52 @@ def _clip(msg_type: str, content: dict, budget: int, limit: int) -> int:
         content["traceback"] = lines
         return kept + len(content["evalue"])
     return 0
+
+
+class RestoreCells(OverwriteCells):
+    """nbgrader's OverwriteCells, which puts back the test cells a submission deleted or
+    stripped of metadata, made robust: a cell goes after the nearest earlier cell of the
+    source that is still present (nbgrader's own version fails with a KeyError when the
+    cell just before is missing too), and read-only set-up cells (imports) come back too."""
+
+    add_missing_cells = Bool(True).tag(config=True)
+
+    def add_missing_grade_cells(self, nb, resources):
+        source_nb = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
+        order = [cell.name for cell in source_nb.source_cells]
+        by_name = {cell.name: cell for cell in source_nb.source_cells}
+        grade_cells = {cell.name: cell for cell in source_nb.grade_cells}
+        solution_ids = {cell.name for cell in source_nb.solution_cells}
+        for position, name in enumerate(order):
+            source = by_name[name]
+            restorable = name in grade_cells or (source.locked and name not in solution_ids)
+            present = self._present(nb)
+            if not restorable or name in present:
+                continue
+            where = next((present[prev] + 1 for prev in reversed(order[:position])
+                          if prev in present), 0)
+            if name in grade_cells:
+                cell = self.missing_cell_transform(source, grade_cells[name].max_score,
+                                                   is_solution=name in solution_ids)
+            else:
+                cell = self._locked_cell(source)
+            self.log.warning("Cell %s was missing from the submission; put back", name)
+            nb.cells.insert(where, cell)
+        return nb, resources
+
+    @staticmethod
+    def _present(nb) -> dict[str, int]:
+        return {cell.metadata["nbgrader"]["grade_id"]: index
+                for index, cell in enumerate(nb.cells)
+                if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")}
+
+    def _locked_cell(self, source) -> NotebookNode:
+        note = self.missing_cell_notification.format(cell_id=source.name)
+        meta = {"deletable": False, "editable": False,
+                "nbgrader": {"grade": False, "grade_id": source.name, "locked": True,
+                             "solution": False, "checksum": source.checksum,
+                             "schema_version": 3}}
+        if source.cell_type == "code":
+            return nbformat_v4.new_code_cell("# " + note.strip() + "\n" + source.source,
+                                             metadata=meta)
+        return nbformat_v4.new_markdown_cell(note + source.source, metadata=meta)

@@ -161,7 +161,9 @@ def _bwrap_args(cmd: list[str], workdir: str, runtime_dir: str, limits: Limits,
     bind(workdir, "/var/submission")
     args.extend(["--size", str(limits.workdir_bytes), "--tmpfs", workdir])
     bind(runtime_dir, runtime_dir, writable=True)
-    args.extend(["--chdir", workdir])
+    # the root itself (a tmpfs holding the mount points) becomes read-only: writes can only
+    # go to the two size-limited tmpfs and the runtime folder
+    args.extend(["--remount-ro", "/", "--chdir", workdir])
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
            "HOME": "/tmp", "MPLCONFIGDIR": "/tmp/matplotlib", "LANG": "C.UTF-8",
            "PYTHONDONTWRITEBYTECODE": "1", "COURSE_SANDBOX": "1"}

@@ -179,3 +179,24 @@ def test_limits_round_trip_through_the_command_line(tmp_path):
     assert "--cpu-seconds=7" in cmd and "--wall-seconds=8" in cmd and "--processes=9" in cmd
     assert cmd[cmd.index("--") + 1:] == ["true"]
     assert json.loads(json.dumps(limits.__dict__))["cpu_seconds"] == 7
+
+
+def test_nothing_but_the_working_copy_and_tmp_is_writable(tmp_path):
+    # /tmp in the sandbox is its own tmpfs: a path under the host's /tmp is written there,
+    # never on the host
+    blocked = ["/x", "/usr/x", str(ROOT / "x"), str(Path.home() / "x")]
+    private = ["ok.txt", "/tmp/ok", str(tmp_path / "x")]
+    code = f"""
+for path in {blocked + private!r}:
+    try:
+        open(path, 'w').write('1')
+        print('wrote', path)
+    except OSError as err:
+        print('blocked', path, err.errno)
+"""
+    proc, _ = run(tmp_path, code)
+    lines = proc.stdout.strip().splitlines()
+    verdicts = [line.split()[0] for line in lines]
+    assert verdicts == ["blocked"] * len(blocked) + ["wrote"] * len(private), proc.stdout
+    for path in blocked[2:] + private[2:]:
+        assert not Path(path).exists(), f"{path} was written on the host"

@@ -1,0 +1,194 @@
+"""Adversarial submissions against the whole grading pipeline (`course_utils.autograde`).
+
+The corpus (tests/adversarial.py) is graded once, two at a time, in the sandbox; each case
+must get exactly its expected score and say what happened, and nothing may leak or be left
+ungraded. Further tests: the unsafe flag, a killed batch, and the feedback of bad cases.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from adversarial import CASES, NOTEBOOK, UNIT, build_corpus, released, solve, write
+from conftest import BIN, run_nbgrader, tool_env
+from nbgrader.api import Gradebook
+
+from course_utils import sandbox
+
+CELL_TIMEOUT = 10
+
+
+def autograde(course: Path, *args: str, env=None, timeout=1800) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "course_utils.autograde", UNIT, *args],
+                          cwd=course, env=env or tool_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def grades(course: Path, student: str) -> dict[str, float | None]:
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        sub = gb.find_submission(UNIT, student)
+        return {g.name: (g.auto_score if g.manual_score is None else g.manual_score)
+                for nb in sub.notebooks for g in nb.grades}
+
+
+def autograded_text(course: Path, student: str) -> str:
+    path = course / "autograded" / student / UNIT / NOTEBOOK
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def autograded_outputs(course: Path, student: str) -> str:
+    """Everything the cells printed or raised (not their source)."""
+    path = course / "autograded" / student / UNIT / NOTEBOOK
+    if not path.exists():
+        return ""
+    nb = nbformat.read(path, as_version=4)
+    return json.dumps([c.get("outputs", []) for c in nb.cells])
+
+
+@pytest.fixture(scope="module")
+def graded(fresh_course, tmp_path_factory):
+    if sandbox.unavailable_reason():
+        pytest.fail(f"the adversarial corpus needs the sandbox: {sandbox.unavailable_reason()}")
+    course = tmp_path_factory.mktemp("adversarial")
+    shutil.copytree(fresh_course, course, dirs_exist_ok=True)
+    build_corpus(course)
+    start = time.monotonic()
+    proc = autograde(course, "--jobs", "2", "--cell-timeout", str(CELL_TIMEOUT))
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    status = json.loads((course / "autograde_status" / f"{UNIT}.json").read_text())
+    feedback = subprocess.run([str(BIN / "nbgrader"), "generate_feedback", UNIT, "--force"],
+                              cwd=course, env=tool_env(), capture_output=True, text=True,
+                              timeout=900)
+    # the table of the closing note: case, what it does, score, reason
+    rows = [f"| {c.name} | {c.what} | {status[c.name]['score']:g}/{status[c.name]['max_score']:g}"
+            f" | {status[c.name]['reason']} | {status[c.name]['seconds']:.1f} s |"
+            for c in CASES]
+    print(f"\n{len(CASES)} submissions graded in {elapsed:.1f} s (2 jobs)\n" + "\n".join(rows))
+    return course, status, feedback
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_each_bad_submission_gets_its_score_and_a_reason(graded, case):
+    course, status, _ = graded
+    entry = status[case.name]
+    assert entry["score"] == case.score, entry
+    assert entry["max_score"] == 9.0
+    assert entry["reason"], "every submission gets a reason"
+    scores = grades(course, case.name)
+    assert None not in scores.values(), f"ungraded items: {scores}"
+    assert sum(scores.values()) == case.score
+    text = autograded_text(course, case.name)
+    assert case.says in entry["reason"] or case.says in text, (
+        f"{case.says!r} is neither in the reason {entry['reason']!r} nor in the notebook")
+    if case.never:
+        assert case.never not in autograded_outputs(course, case.name)
+
+
+def test_gradebook_is_sound_after_a_parallel_run(graded):
+    course, status, _ = graded
+    with sqlite3.connect(course / "gradebook.db") as con:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert set(status) == {c.name for c in CASES}
+
+
+def test_nothing_escaped_to_the_host(graded):
+    course, _, _ = graded
+    leaks = [p for p in [course / "pwned.txt", course / "submitted" / "pwned.txt",
+                         course / "autograded" / "pwned.txt", Path.home() / "pwned.txt"]
+             if p.exists()]
+    assert not leaks
+    assert not list(course.glob("autograded/*/*/in_working_copy.txt"))
+    assert not list(course.glob("autograded/*/*/fill.bin"))
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "sleep 3613" not in ps, "the fork bomb's children outlived the sandbox"
+
+
+def test_huge_output_is_cut(graded):
+    course, _, _ = graded
+    path = course / "autograded" / "huge_line" / UNIT / NOTEBOOK
+    assert path.stat().st_size < 300_000
+    nbformat.validate(nbformat.read(path, as_version=4))
+
+
+def test_feedback_is_written_safely_for_every_graded_submission(graded):
+    course, status, feedback = graded
+    assert feedback.returncode == 0, feedback.stderr[-2000:]
+    for case in CASES:
+        if not (course / "autograded" / case.name / UNIT / NOTEBOOK).exists():
+            continue
+        html = (course / "feedback" / case.name / UNIT / f"{UNIT}.html").read_text()
+        assert len(html) < 1_500_000, f"{case.name}: feedback of {len(html)} characters"
+        assert "BEGIN HIDDEN TESTS" not in html and "einsum" not in html
+    tampered = (course / "feedback" / "patches_check_helper" / UNIT / f"{UNIT}.html").read_text()
+    assert "Tampering detected" in tampered
+    hung = (course / "feedback" / "swallows_interrupt" / UNIT / f"{UNIT}.html").read_text()
+    assert "did not stop when interrupted" in hung
+
+
+def test_grading_refuses_without_the_sandbox_unless_told(fresh_course, tmp_path):
+    course = tmp_path / "course"
+    shutil.copytree(fresh_course, course)
+    write(solve(course, released(course)), course / "submitted" / "eve" / UNIT)
+    env = tool_env()
+    env["PATH"] = str(BIN)  # no bwrap on this PATH
+    refused = autograde(course, env=env)
+    assert refused.returncode == 2
+    assert "Refusing to autograde" in refused.stderr and "bubblewrap" in refused.stderr
+    assert "--unsafe" in refused.stderr
+    assert not (course / "autograded").exists()
+    # plain nbgrader refuses too, with the same advice
+    proc = subprocess.run([str(BIN / "nbgrader"), "autograde", UNIT], cwd=course, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert "Refusing to autograde" in proc.stdout + proc.stderr
+    unsafe = autograde(course, "--unsafe", env=env)
+    assert unsafe.returncode == 0, unsafe.stderr
+    assert "WARNING: grading without the sandbox" in unsafe.stderr
+    assert sum(grades(course, "eve").values()) == 9.0
+
+
+def test_a_killed_batch_keeps_what_it_finished(fresh_course, tmp_path):
+    course = tmp_path / "course"
+    shutil.copytree(fresh_course, course)
+    for student in ("k1", "k2", "k3"):
+        write(solve(course, released(course)), course / "submitted" / student / UNIT)
+    status_file = course / "autograde_status" / f"{UNIT}.json"
+    proc = subprocess.Popen([sys.executable, "-m", "course_utils.autograde", UNIT],
+                            cwd=course, env=tool_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not status_file.exists():
+        time.sleep(0.2)
+    time.sleep(1.0)  # now in the middle of the second submission
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    finished = json.loads(status_file.read_text())
+    assert len(finished) >= 1
+    with sqlite3.connect(course / "gradebook.db") as con:
+        assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    for student in finished:
+        assert sum(grades(course, student).values()) == 9.0
+    again = autograde(course)
+    assert again.returncode == 0
+    assert sorted(json.loads(status_file.read_text())) == ["k1", "k2", "k3"]
+    for student in ("k1", "k2", "k3"):
+        assert sum(grades(course, student).values()) == 9.0
+
+
+def test_plain_nbgrader_autograde_is_sandboxed_too(graded):
+    # The config makes SafeExecute nbgrader's executor, so the formgrader's button is safe too.
+    course, _, _ = graded
+    run_nbgrader("autograde", UNIT, "--student", "reads_hidden", "--force",
+                 f"--Execute.timeout={CELL_TIMEOUT}", cwd=course)
+    text = autograded_outputs(course, "reads_hidden")
+    assert "blocked: read" in text and "ESCAPED" not in text
