@@ -25,7 +25,7 @@ from nbgrader.api import Gradebook
 
 from course_utils import sandbox
 
-CELL_TIMEOUT = 10
+CELL_TIMEOUT = 20
 
 
 def autograde(course: Path, *args: str, env=None, timeout=1800) -> subprocess.CompletedProcess:
@@ -192,3 +192,30 @@ def test_plain_nbgrader_autograde_is_sandboxed_too(graded):
                  f"--Execute.timeout={CELL_TIMEOUT}", cwd=course)
     text = autograded_outputs(course, "reads_hidden")
     assert "blocked: read" in text and "ESCAPED" not in text
+
+
+def test_report_on_the_graded_corpus(graded, tmp_path):
+    import csv
+
+    course, status, _ = graded
+    proc = subprocess.run([sys.executable, "-m", "course_utils.report", "--course", str(course),
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=300,
+                          env=tool_env())
+    assert proc.returncode == 0, proc.stderr
+    with (tmp_path / f"{UNIT}_students.csv").open() as f:
+        students = {row["student"]: row for row in csv.DictReader(f)}
+    assert set(students) == {c.name for c in CASES}
+    for case in CASES:
+        assert float(students[case.name]["score"]) == case.score
+        assert students[case.name]["reason"] == status[case.name]["reason"]
+    with (tmp_path / f"{UNIT}_items.csv").open() as f:
+        items = list(csv.DictReader(f))
+    assert len(items) == 6
+    for item in items:  # the failure rate is what the gradebook says
+        scores = [grades(course, c.name)[item["item"]] for c in CASES]
+        failed = sum(s < float(item["max_points"]) for s in scores)
+        assert int(item["failed"]) == failed
+        assert float(item["failure_rate"]) == pytest.approx(failed / len(CASES), abs=1e-3)
+    rates = [float(i["failure_rate"]) for i in items]
+    assert rates == sorted(rates, reverse=True), "most-failed first"
+    assert (tmp_path / f"{UNIT}_histogram.png").stat().st_size > 10_000
