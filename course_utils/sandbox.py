@@ -140,6 +140,8 @@ def _bwrap_args(cmd: list[str], workdir: str, runtime_dir: str, limits: Limits,
         fds.append(fd)
         args.extend(["--bind-fd" if writable else "--ro-bind-fd", str(fd), dest])
 
+    # /tmp first: the folders bound below may lie under /tmp (a course cloned there)
+    args.extend(["--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"])
     for d in _SYSTEM_DIRS:
         if os.path.islink(d):
             args.extend(["--symlink", os.readlink(d), d])
@@ -157,7 +159,6 @@ def _bwrap_args(cmd: list[str], workdir: str, runtime_dir: str, limits: Limits,
     if os.path.isdir("/sys/devices/system/cpu"):
         bind("/sys/devices/system/cpu", "/sys/devices/system/cpu")
     args.extend(["--proc", "/proc", "--dev", "/dev"])
-    args.extend(["--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"])
     bind(workdir, "/var/submission")
     args.extend(["--size", str(limits.workdir_bytes), "--tmpfs", workdir])
     bind(runtime_dir, runtime_dir, writable=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -200,3 +201,18 @@ for path in {blocked + private!r}:
     assert verdicts == ["blocked"] * len(blocked) + ["wrote"] * len(private), proc.stdout
     for path in blocked[2:] + private[2:]:
         assert not Path(path).exists(), f"{path} was written on the host"
+
+
+def test_tmp_is_mounted_before_the_folders_that_may_live_under_it(tmp_path):
+    # a course cloned under /tmp has its venv there: a later tmpfs on /tmp would hide it
+    fds: list[int] = []
+    try:
+        args = sandbox._bwrap_args([sys.executable, "-V"], str(tmp_path), str(tmp_path),
+                                   sandbox.Limits(), fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    tmp_mount = args.index("/tmp") - 1
+    assert args[tmp_mount] == "--tmpfs"
+    binds = [i for i, a in enumerate(args) if a in ("--ro-bind-fd", "--bind-fd", "--ro-bind")]
+    assert binds and min(binds) > tmp_mount
