@@ -185,7 +185,7 @@ def test_limits_round_trip_through_the_command_line(tmp_path):
 def test_nothing_but_the_working_copy_and_tmp_is_writable(tmp_path):
     # /tmp in the sandbox is its own tmpfs: a path under the host's /tmp is written there,
     # never on the host
-    blocked = ["/x", "/usr/x", str(ROOT / "x"), str(Path.home() / "x")]
+    blocked = ["/x", "/usr/x", str(ROOT / "course_utils" / "x"), str(Path.home() / "x")]
     private = ["ok.txt", "/tmp/ok", str(tmp_path / "x")]
     code = f"""
 for path in {blocked + private!r}:
