@@ -13,6 +13,13 @@ before that, w_{i-1-W} .. w_{i-2} (the "context window"):
                         score e_k of the earlier word w_k against the previous word w_{i-1}:
                  "dot":          e_k = E(w_k) . E(w_{i-1})
                  "feedforward":  e_k = v . tanh(W [E(w_k); E(w_{i-1})] + b)
+           "position":  a control: sum_k alpha_k E(w_k) with alpha = softmax(p), one learned
+                        score p_j per slot of the window, the same whatever the words are
+
+Content alone cannot tell the word just before w_{i-1} from one ten words back. With
+`positions=True` the attention scores see where each earlier word sits: a learned vector
+P_j is added to the key of slot j before scoring, e_k = score(E(w_k) + P_j, E(w_{i-1}));
+the bag still averages the words' own embeddings E(w_k). (Unit 05 returns to positions.)
 
 Shapes: B batch, T positions, W words in the window, D embedding width, H hidden width of the
 feed-forward scorer, V vocabulary. Position t of an input `ids (B, T)` holds w_{i-1}; its
@@ -50,7 +57,7 @@ __all__ = [
     "train_lm",
 ]
 
-POOLINGS = ("none", "mean", "attention")
+POOLINGS = ("none", "mean", "attention", "position")
 SCORES = ("dot", "feedforward")
 EMBED_INIT_STD = 0.1
 
@@ -60,8 +67,9 @@ class BowConfig:
     vocab_size: int  # V
     d_model: int = 64  # D, width of the word embeddings
     window: int = 12  # W, earlier words in the bag (before the previous word)
-    pooling: str = "attention"  # "none" (bigram), "mean" or "attention"
+    pooling: str = "attention"  # "none" (bigram), "mean", "attention" or "position"
     score: str = "dot"  # "dot" or "feedforward" (for pooling="attention")
+    positions: bool = False  # add a learned vector per window slot to the keys before scoring
     d_hidden: int = 32  # H, hidden width of the feed-forward scorer
     pad_id: int = 0  # id of <pad>, never attended to
 
@@ -74,6 +82,9 @@ class BowConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int; got {value!r}")
+        if self.positions and self.pooling != "attention":
+            raise ValueError(f"positions=True adds position vectors to attention keys; it needs "
+                             f"pooling='attention', got pooling={self.pooling!r}")
 
 
 # --------------------------------------------------------------------------- the window
@@ -224,9 +235,10 @@ def attention_bag_of_words(scores: torch.Tensor, values: torch.Tensor, mask: tor
 
 
 class BagOfWordsLM(nn.Module):
-    """Bigram, bigram + mean bag of words, or bigram + attention bag of words (see the module
-    docstring). forward(ids (B, T)) -> (logits (B, T, V), alpha (B, T, W) or None): the logits
-    at position t predict the word after ids[:, t]."""
+    """Bigram, bigram + mean bag of words, bigram + attention bag of words, or the
+    position-only control (see the module docstring). forward(ids (B, T)) -> (logits
+    (B, T, V), alpha (B, T, W) or None): the logits at position t predict the word after
+    ids[:, t]."""
 
     def __init__(self, config: BowConfig):
         super().__init__()
@@ -236,6 +248,10 @@ class BagOfWordsLM(nn.Module):
         if config.pooling == "attention" and config.score == "feedforward":
             self.score_hidden = nn.Linear(2 * D, H)  # W (H, 2D) and b (H,)
             self.score_v = nn.Parameter(torch.randn(H) / math.sqrt(H))  # v (H,)
+        if config.positions:
+            self.key_position = nn.Parameter(torch.zeros(config.window, D))  # P (W, D)
+        if config.pooling == "position":
+            self.slot_score = nn.Parameter(torch.zeros(config.window))  # p (W,)
         width = D if config.pooling == "none" else 2 * D
         self.out = nn.Linear(width, V)  # C (V, 2D) and c (V,)
         # Small embeddings: every dot-product score starts near 0, so attention starts as the
@@ -262,8 +278,12 @@ class BagOfWordsLM(nn.Module):
         keys = self.embed(context)  # E(w_k): (B, T, W) -> (B, T, W, D)
         if cfg.pooling == "mean":
             bag, alpha = mean_bag_of_words(keys, mask), None  # (B, T, D)
+        elif cfg.pooling == "position":
+            scores = self.slot_score.expand(mask.shape)  # (W,) -> (B, T, W)
+            bag, alpha = attention_bag_of_words(scores, keys, mask)  # (B, T, D), (B, T, W)
         else:
-            bag, alpha = attention_bag_of_words(self.scores(prev, keys), keys, mask)
+            scored = keys + self.key_position if cfg.positions else keys  # (B, T, W, D)
+            bag, alpha = attention_bag_of_words(self.scores(prev, scored), keys, mask)
             # bag (B, T, D), alpha (B, T, W)
         features = torch.cat([prev, bag], dim=-1)  # [E(w_{i-1}); A]: (B, T, 2D)
         return self.out(features), alpha  # (B, T, 2D) -> (B, T, V)

@@ -234,39 +234,90 @@ def test_get_batch_and_perplexity_of_a_uniform_model():
 # --------------------------------------------------------------------------- training
 
 
+LECTURE_SETTINGS = {"d_model": 32, "window": 8}  # as in lecture 01
+TRAIN_SETTINGS = {"steps": 800, "batch_size": 32, "seq_len": 32, "lr": 0.01}
+MODELS = {
+    "bigram": {"pooling": "none"},
+    "mean": {"pooling": "mean"},
+    "position only": {"pooling": "position"},
+    "attention (feed-forward + positions)": {"pooling": "attention", "score": "feedforward",
+                                             "positions": True},
+}
+
+
 @pytest.fixture(scope="module")
 def trained():
-    """A short, seeded run of all four models on two plays; held-out perplexity of each."""
+    """Lecture 01's settings on the default corpus: held-out perplexity and history of each."""
     from course_utils import seed_everything
     from course_utils.data.corpus import load_corpus
 
-    torch.set_num_threads(1)  # the same numbers on every machine and every run
-    corpus = load_corpus(("macbeth", "julius_caesar", "othello"), ("tempest",), vocab_size=800)
+    corpus = load_corpus()
     result = {}
-    for pooling, score in (("none", "dot"), ("mean", "dot"), ("attention", "feedforward")):
+    for name, kwargs in MODELS.items():
         generator = seed_everything(0)
-        model = bow.BagOfWordsLM(bow.BowConfig(len(corpus.vocab), d_model=32, window=8,
-                                               pooling=pooling, score=score))
-        history = bow.train_lm(model, corpus.train_ids, steps=150, batch_size=16, seq_len=32,
-                               generator=generator, progress=False)
-        result[pooling, score] = (bow.perplexity(model, corpus.heldout_ids), history)
+        model = bow.BagOfWordsLM(bow.BowConfig(len(corpus.vocab), **LECTURE_SETTINGS, **kwargs))
+        history = bow.train_lm(model, corpus.train_ids, generator=generator, progress=False,
+                               **TRAIN_SETTINGS)
+        result[name] = (bow.perplexity(model, corpus.heldout_ids), history)
     return result
 
 
-def test_training_is_deterministic_and_lowers_the_loss(trained):
-    ppl, history = trained["mean", "dot"]
+def test_training_lowers_the_loss(trained):
+    ppl, history = trained["mean"]
     losses = history["train_loss"]
-    assert len(losses) == 150 and sum(losses[-10:]) < sum(losses[:10]) - 10 * 1.0
+    assert len(losses) == 800 and sum(losses[-50:]) < sum(losses[:50]) - 50 * 1.0
     assert math.isfinite(ppl)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "OPEN (unit 01 in progress): in short CPU-sized runs the feed-forward attention bag is "
-    "within about 1% of the mean bag (sometimes behind); the model or budget is still to be "
-    "chosen so that attention wins by a robust margin"))
+def test_training_is_deterministic():
+    from course_utils import seed_everything
+
+    text = torch.arange(4, 400) % 50 + 4
+    runs = []
+    for _ in range(2):
+        generator = seed_everything(3)
+        model = small_model("attention", "feedforward", vocab=60)
+        runs.append(bow.train_lm(model, text, steps=20, batch_size=4, seq_len=8,
+                                 generator=generator, progress=False)["train_loss"])
+    assert runs[0] == runs[1]
+
+
 def test_attention_beats_the_mean_bag_of_words_on_held_out_text(trained):
-    bigram = trained["none", "dot"][0]
-    mean = trained["mean", "dot"][0]
-    attention = trained["attention", "feedforward"][0]
-    assert mean < bigram
-    assert attention < mean * 0.99, f"attention {attention:.2f} vs mean {mean:.2f}"
+    """The claim of lecture 01: the bag helps over the bigram, and attention whose scores see
+    the words and their slots beats the mean bag by a clear margin and also beats fixed
+    per-slot weights (so the weights' dependence on the context is worth something)."""
+    ppl = {name: value for name, (value, _) in trained.items()}
+    assert ppl["mean"] < ppl["bigram"] * 0.97, ppl
+    assert ppl["attention (feed-forward + positions)"] < ppl["mean"] * 0.97, ppl
+    assert ppl["attention (feed-forward + positions)"] < ppl["position only"] * 0.995, ppl
+
+
+def test_position_options():
+    ids = torch.randint(1, 30, (2, 9), generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(0)
+    config = bow.BowConfig(30, d_model=8, window=4, pooling="attention", score="dot",
+                           positions=True)
+    model = bow.BagOfWordsLM(config)
+    assert model.key_position.shape == (4, 8)
+    _, before = model(ids)
+    with torch.no_grad():
+        model.key_position[-1] = 5.0 * model.embed.weight.mean(0)  # slot W-1: just before
+    # the position vector changes the scores, not the values: the bag still averages E(w_k)
+    logits, alpha = model(ids)
+    assert not torch.allclose(alpha, before)
+    E, C, c = model.embed.weight, model.out.weight, model.out.bias
+    t = 6
+    window = E[ids[0, t - 4:t]]  # (W, D)
+    scores = (window + model.key_position) @ E[ids[0, t]]
+    weights = torch.softmax(scores, dim=0)
+    torch.testing.assert_close(alpha[0, t], weights)
+    torch.testing.assert_close(logits[0, t], C @ torch.cat([E[ids[0, t]], weights @ window]) + c)
+    # the position-only control: the same weights for every context
+    control = bow.BagOfWordsLM(bow.BowConfig(30, d_model=8, window=4, pooling="position"))
+    with torch.no_grad():
+        control.slot_score.copy_(torch.tensor([0.0, 1.0, 2.0, 3.0]))
+    _, alpha = control(ids)
+    expected = torch.softmax(torch.tensor([0.0, 1.0, 2.0, 3.0]), dim=0)
+    torch.testing.assert_close(alpha[:, 4:], expected.expand(2, 5, 4))
+    with pytest.raises(ValueError, match="positions=True .* needs pooling='attention'"):
+        bow.BowConfig(30, pooling="mean", positions=True)

@@ -8,8 +8,7 @@ import torch
 from course_utils.data import UNK, Vocabulary
 from course_utils.data import corpus as C
 
-SMALL = {"train_plays": ("macbeth", "julius_caesar"), "heldout_plays": ("tempest",),
-         "vocab_size": 500}
+SMALL = {"plays": ("macbeth", "julius_caesar"), "vocab_size": 500}
 
 
 @pytest.fixture(scope="module")
@@ -58,50 +57,57 @@ def test_load_corpus_is_deterministic(small):
     assert torch.equal(again.heldout_ids, small.heldout_ids)
 
 
-def test_split_is_by_play_and_disjoint(small):
-    assert small.train_plays == ("macbeth", "julius_caesar")
-    assert small.heldout_plays == ("tempest",)
-    macbeth, caesar, tempest = (C.play_tokens(p) for p in ("macbeth", "julius_caesar", "tempest"))
-    assert small.train_tokens == macbeth + caesar
-    assert small.heldout_tokens == tempest
+def test_the_end_of_every_play_is_held_out(small):
+    assert small.plays == ("macbeth", "julius_caesar") and small.heldout_fraction == 0.1
+    macbeth, caesar = C.play_tokens("macbeth"), C.play_tokens("julius_caesar")
+    m, c = round(len(macbeth) * 0.9), round(len(caesar) * 0.9)
+    assert small.train_tokens == macbeth[:m] + caesar[:c]
+    assert small.heldout_tokens == macbeth[m:] + caesar[c:]
     # no stretch of 12 held-out tokens appears in training (the texts really are different)
     train_text = " ".join(small.train_tokens)
-    probes = [" ".join(tempest[i:i + 12]) for i in range(0, len(tempest) - 12, 997)]
-    assert probes and not any(p in train_text for p in probes)
-    with pytest.raises(ValueError, match="both in training and held out"):
-        C.load_corpus(("macbeth",), ("macbeth",))
+    held = small.heldout_tokens
+    probes = [" ".join(held[i:i + 12]) for i in range(0, len(held) - 12, 211)]
+    assert len(probes) > 10 and not any(p in train_text for p in probes)
+    with pytest.raises(ValueError, match="each play may be listed once"):
+        C.load_corpus(("macbeth", "macbeth"))
+    with pytest.raises(ValueError, match=r"heldout_fraction must be a float in \(0, 0.5\)"):
+        C.load_corpus(("macbeth",), heldout_fraction=0.7)
 
 
 def test_sizes_vocabulary_and_ids(small):
-    assert 30_000 < len(small.train_tokens) < 60_000
-    assert 15_000 < len(small.heldout_tokens) < 30_000
+    n = len(C.play_tokens("macbeth")) + len(C.play_tokens("julius_caesar"))
+    assert len(small.train_tokens) + len(small.heldout_tokens) == n
+    assert 0.09 < len(small.heldout_tokens) / n < 0.11
     assert isinstance(small.vocab, Vocabulary) and len(small.vocab) == 500
     for ids, tokens in ((small.train_ids, small.train_tokens),
                         (small.heldout_ids, small.heldout_tokens)):
         assert ids.dtype == torch.long and ids.shape == (len(tokens),)
         assert int(ids.min()) >= small.vocab.unk_id and int(ids.max()) < len(small.vocab)
-    # the vocabulary is built on the training plays only: unknown held-out words are <unk>
+    # the vocabulary is built on the training text only: unknown held-out words are <unk>
     assert small.vocab.decode(small.heldout_ids[:50].tolist()) == [
         t if t in small.vocab else UNK for t in small.heldout_tokens[:50]]
     assert 0 < float((small.heldout_ids == small.vocab.unk_id).float().mean()) < 0.3
-    assert "Corpus(train:" in repr(small)
+    assert "Corpus(2 plays; train:" in repr(small)
 
 
 def test_default_corpus_is_small_enough_for_a_cpu():
     corpus = C.load_corpus()
-    assert set(corpus.train_plays).isdisjoint(corpus.heldout_plays)
-    assert 2_000 <= len(corpus.vocab) <= 5_000
-    assert 100_000 < corpus.train_ids.numel() < 1_500_000
-    assert corpus.heldout_ids.numel() > 10_000
+    assert corpus.plays == C.DEFAULT_PLAYS and len(corpus.vocab) == 1000
+    assert 150_000 < corpus.train_ids.numel() < 250_000
+    assert 15_000 < corpus.heldout_ids.numel() < 30_000
+    # a 1000-word vocabulary covers most running text
+    assert float((corpus.train_ids == corpus.vocab.unk_id).float().mean()) < 0.15
 
 
 def test_max_train_tokens_and_bad_arguments():
-    corpus = C.load_corpus(("macbeth",), ("tempest",), max_train_tokens=1000, vocab_size=100)
+    corpus = C.load_corpus(("macbeth",), max_train_tokens=1000, vocab_size=100)
     assert corpus.train_ids.numel() == 1000 and len(corpus.vocab) == 100
     with pytest.raises(ValueError, match="max_train_tokens"):
-        C.load_corpus(("macbeth",), ("tempest",), max_train_tokens=0)
-    with pytest.raises(ValueError, match="at least one"):
-        C.load_corpus((), ("tempest",))
+        C.load_corpus(("macbeth",), max_train_tokens=0)
+    with pytest.raises(ValueError, match="at least one play"):
+        C.load_corpus(())
+    with pytest.raises(ValueError, match="unknown play 'hamlet_gut_f'"):
+        C.load_corpus(("hamlet_gut_f",))
 
 
 def test_a_missing_package_gives_a_clear_error(monkeypatch):
