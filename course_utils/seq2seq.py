@@ -80,6 +80,18 @@ def _require_float(x, name: str, expected: str, ndim: int) -> None:
         raise ValueError(f"{name} must have shape {expected}; got shape {shape_str(x.shape)}")
 
 
+def _check_gru(rnn, name: str, batch_first: bool = True) -> None:
+    """The reference code reads one layer of one direction, with biases."""
+    if not isinstance(rnn, nn.GRU):
+        raise ValueError(f"{name} must be an nn.GRU; got {type(rnn).__name__}")
+    if (rnn.num_layers != 1 or rnn.bidirectional or not rnn.bias
+            or (batch_first and not rnn.batch_first)):
+        raise ValueError(f"{name} must be nn.GRU(input_size, hidden_size, batch_first=True): one "
+                         f"layer, one direction, with biases; got num_layers={rnn.num_layers}, "
+                         f"bidirectional={rnn.bidirectional}, bias={rnn.bias}, "
+                         f"batch_first={rnn.batch_first}")
+
+
 def _check_source(src, lengths) -> None:
     _require_ids(src, "src", "(B, S)", 2)
     _require_ids(lengths, "lengths", "(B,)", 1)
@@ -156,6 +168,7 @@ def encode(embedding: nn.Embedding, rnn: nn.GRU, src: torch.Tensor, lengths: tor
     Returns EncoderOutput(states (B, S, H), final (B, H), mask (B, S)).
     """
     _check_source(src, lengths)
+    _check_gru(rnn, "rnn (the encoder)")
     if reverse:
         src = reverse_padded(src, lengths)  # (B, S)
     x = embedding(src)  # (B, S) -> (B, S, E)
@@ -197,6 +210,7 @@ def gru_step(x: torch.Tensor, s: torch.Tensor, rnn: nn.GRU) -> torch.Tensor:
     """
     _require_float(x, "x (decoder input)", "(B, E)", 2)
     _require_float(s, "s (previous state)", "(B, H)", 2)
+    _check_gru(rnn, "rnn", batch_first=False)  # only its weights are read
     hidden = rnn.hidden_size
     if x.shape[1] != rnn.input_size or s.shape != (x.shape[0], hidden):
         raise ValueError(f"gru_step expects x ({x.shape[0]}, {rnn.input_size}) and s "
@@ -452,6 +466,12 @@ def train(model: Seq2Seq, data, *, epochs: int, batch_size: int = 64, lr: float 
 def evaluate(model: Seq2Seq, data, batch_size: int = 1000) -> torch.Tensor:
     """Exact match of greedy decoding for every example of `data` (a TranslationBatch):
     (N,) bool, in the order of `data`."""
+    longest = data.tgt.shape[1] - 1  # y_1 .. y_n <end>, without <start>
+    cfg = getattr(model, "cfg", None)
+    if cfg is not None and longest > cfg.max_len:
+        raise ValueError(f"the longest target has {longest} tokens (with <end>) but greedy "
+                         f"decoding stops after max_len = {cfg.max_len}: raise "
+                         f"Seq2SeqConfig.max_len to at least {longest}")
     model.eval()
     correct = []
     for index in minibatches(len(data), batch_size, shuffle=False):

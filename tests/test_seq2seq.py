@@ -515,3 +515,27 @@ def test_config_defaults_and_validation():
         for bad in ("False", 1, None):
             with pytest.raises(ValueError, match=f"{name} must be a bool"):
                 Seq2SeqConfig(10, 12, **{name: bad})
+
+
+def test_the_reference_refuses_grus_it_does_not_model():
+    """A bidirectional or stacked encoder, or a GRU without biases, would be read wrongly
+    (final[-1] is only the backward direction's state): refuse it, naming the expected GRU."""
+    embedding = nn.Embedding(10, 4)
+    src, lengths = torch.tensor([[4, 5, 6]]), torch.tensor([3])
+    for rnn in (nn.GRU(4, 6, batch_first=True, bidirectional=True),
+                nn.GRU(4, 6, batch_first=True, num_layers=2),
+                nn.GRU(4, 6, batch_first=True, bias=False),
+                nn.GRU(4, 6)):
+        with pytest.raises(ValueError, match=r"nn.GRU\(input_size, hidden_size, batch_first"):
+            encode(embedding, rnn, src, lengths)
+    with pytest.raises(ValueError, match="with biases; got .* bias=False"):
+        gru_step(torch.zeros(1, 4), torch.zeros(1, 6), nn.GRU(4, 6, bias=False))
+
+
+def test_evaluate_refuses_targets_longer_than_max_len():
+    task = make_task(20, 5, seed=0, min_numbers=10, max_numbers=12)
+    data = make_batch(task.test, task.src_vocab, task.tgt_vocab)
+    cfg = Seq2SeqConfig(len(task.src_vocab), len(task.tgt_vocab), emb_dim=4, hidden=4,
+                        max_len=10)
+    with pytest.raises(ValueError, match="raise Seq2SeqConfig.max_len to at least"):
+        evaluate(Seq2Seq(cfg), data)

@@ -142,8 +142,9 @@ def _check_int(value, name: str, low: int) -> None:
 def make_task(n_train: int = 6000, n_test: int = 1000, seed: int = 0, *,
               min_numbers: int = 2, max_numbers: int = 12) -> TranslationTask:
     """Train and held-out pairs drawn with `seed`; every pair holds min_numbers..max_numbers
-    numbers (uniformly), so sources run from 3 to about 3.5 * max_numbers words. A held-out
-    source never occurs in training. Deterministic: the same arguments give the same task."""
+    numbers (uniformly), so a source has up to 4 * max_numbers - 1 words (about 3.5 per
+    number on average; 3 to 47 with the defaults). A held-out source never occurs in
+    training. Deterministic: the same arguments give the same task."""
     _check_int(n_train, "n_train", 0)
     _check_int(n_test, "n_test", 0)
     _check_int(seed, "seed", 0)
