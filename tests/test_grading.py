@@ -328,3 +328,26 @@ def test_grading_exports_what_the_exercises_use():
         "GradingFailure", "READY_MADE_SOFTMAX", "TamperingDetected", "check", "check_tensor",
         "forbidden", "reference_disabled",
     }
+
+
+def test_training_with_an_optimizer_is_not_taken_for_tampering():
+    """The first torch.optim optimizer imports torch._dynamo, which wraps torch.manual_seed.
+    The baseline is taken after that import, so an exercise that trains with Adam passes the
+    tamper check. Run in a fresh interpreter: this process may have loaded torch._dynamo."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\n"
+        "from course_utils import grading\n"
+        "p = torch.nn.Parameter(torch.zeros(3))\n"
+        "opt = torch.optim.Adam([p], lr=0.1)\n"
+        "(p - 1).pow(2).sum().backward()\n"
+        "opt.step()\n"
+        "torch.manual_seed(0)\n"
+        "grading.check(True, 'unused')\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
