@@ -72,3 +72,20 @@ def test_nbgrader_validator_passes_the_solution_and_fails_the_release(unit):
     for path in sorted((ROOT / "exercises" / unit).glob("*.ipynb")):
         result = validator.validate(str(path))
         assert result.get("failed"), f"the unsolved release {path.name} validates as passing"
+
+
+@pytest.mark.parametrize("unit", UNITS)
+def test_solution_cells_write_nothing(unit):
+    """nbgrader scores 0 for a graded cell that writes to stderr (a warning is enough), and
+    nbval does not compare cells stored without outputs: so check here that every cell of the
+    solution runs silently."""
+    for path in sorted((ROOT / "solutions" / unit).glob("*.ipynb")):
+        nb = _execute(path)
+        for cell in nb.cells:
+            if cell.cell_type != "code":
+                continue
+            outputs = [(o.get("output_type"), o.get("name", ""), str(o.get("text", ""))[:300])
+                       for o in cell.get("outputs", [])]
+            assert not outputs, (
+                f"{path.name}: cell {nbgrader_meta(cell).get('grade_id')!r} writes {outputs}"
+            )
