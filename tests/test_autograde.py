@@ -113,3 +113,39 @@ def test_feedback_for_a_hidden_test_failure_hides_its_traceback(graded_course, t
     assert "A hidden test failed" in html
     assert "softmax(x, dim=0) for x of shape (3, 5)" in html  # the student-safe verdict
     assert "x = torch.randn(3, 5) * 4" not in html             # but not the hidden code
+
+
+def _write_submission(course, unit: str, student: str, solved: bool) -> None:
+    name = f"{unit}.ipynb"
+    released = read(course / "exercises" / unit / name)
+    solutions = {nbgrader_meta(c).get("grade_id"): c.source
+                 for c in read(ROOT / "solutions" / unit / name).cells}
+    for cell in released.cells:
+        meta = nbgrader_meta(cell)
+        if solved and meta.get("solution"):
+            cell.source = re.sub(r"\s*### (BEGIN|END) SOLUTION", "", solutions[meta["grade_id"]])
+    folder = course / "submitted" / student / unit
+    folder.mkdir(parents=True)
+    nbformat.write(released, folder / name)
+
+
+@pytest.mark.parametrize("unit", [u for u in UNITS if u != UNIT])
+def test_every_other_unit_grades_solved_to_full_marks_and_untouched_to_zero(
+        unit, fresh_course, tmp_path):
+    """Unit 00 is graded in detail above; every later unit goes through the same sandboxed
+    grader: the solution, submitted as a student would, gets every point (hidden tests
+    included), and the untouched release gets none."""
+    course = tmp_path / "course"
+    shutil.copytree(fresh_course, course)
+    _write_submission(course, unit, "solver", solved=True)
+    _write_submission(course, unit, "idler", solved=False)
+    run_nbgrader("autograde", unit, "--force", cwd=course)
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        solved = gb.find_submission(unit, "solver")
+        idle = gb.find_submission(unit, "idler")
+        points = sum(nbgrader_meta(c)["points"] for c in
+                     read(ROOT / "solutions" / unit / f"{unit}.ipynb").cells
+                     if is_graded_test(c))
+        assert solved.max_score == points > 0
+        assert solved.score == points, f"the solution of {unit} lost points when graded"
+        assert idle.score == 0
