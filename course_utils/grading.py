@@ -55,10 +55,15 @@ def check(condition: bool, message: str) -> None:
         raise GradingFailure(message)
 
 
-def _fmt(x: torch.Tensor) -> str:
-    values = x.detach().flatten()[:6].tolist()
+def _fmt(x: torch.Tensor, first_wrong: int = 0) -> str:
+    """Six values of x (flattened), from the first wrong one on (or from the start when it is
+    among the first six), with ... where values are left out."""
+    flat = x.detach().flatten()
+    start = 0 if first_wrong < 6 else first_wrong - 1
+    values = flat[start:start + 6].tolist()
     body = ", ".join(f"{v:.4g}" for v in values)
-    return f"[{body}{', ...' if x.numel() > 6 else ''}]"
+    return (f"[{'..., ' if start else ''}{body}"
+            f"{', ...' if start + 6 < flat.numel() else ''}]")
 
 
 def _index(flat_index: int, shape: torch.Size) -> tuple[int, ...]:
@@ -113,12 +118,13 @@ def check_tensor(
         )
     close = torch.isclose(got, want, atol=atol, rtol=rtol, equal_nan=True)
     if not close.all():
-        where = _index(int((~close).flatten().nonzero()[0]), got.shape)
+        first = int((~close).flatten().nonzero()[0])
+        where = _index(first, got.shape)
         worst = (got - want).abs().nan_to_num(0.0).max().item()
         raise GradingFailure(
             f"{what} is wrong at index {where}: got {got[where].item():.6g}, expected "
             f"{want[where].item():.6g} (largest difference {worst:.3g}). "
-            f"Returned {_fmt(got)}, expected {_fmt(want)}.{tail}"
+            f"Returned {_fmt(got, first)}, expected {_fmt(want, first)} (flattened).{tail}"
         )
 
 

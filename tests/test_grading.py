@@ -112,7 +112,17 @@ def test_check_tensor_reports_wrong_values_with_index_and_both_numbers():
     message = str(info.value)
     assert "f(x) is wrong at index (1, 2): got 9, expected 6" in message
     assert "largest difference 3" in message
-    assert "Returned [1, 2, 3, 4, 5, 9], expected [1, 2, 3, 4, 5, 6]" in message
+    assert "Returned [1, 2, 3, 4, 5, 9], expected [1, 2, 3, 4, 5, 6] (flattened)" in message
+
+
+def test_check_tensor_shows_the_values_around_the_first_wrong_one():
+    expected = torch.arange(20.0)
+    actual = expected.clone()
+    actual[12] = -1.0
+    with pytest.raises(GradingFailure) as info:
+        check_tensor(actual, expected, what="f(x)")
+    assert "Returned [..., 11, -1, 13, 14, 15, 16, ...], expected [..., 11, 12, 13, 14, 15, " \
+           "16, ...]" in str(info.value)
 
 
 def test_check_tensor_reports_the_first_wrong_index_and_the_worst_difference():
