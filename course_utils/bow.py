@@ -48,6 +48,7 @@ __all__ = [
     "BowConfig",
     "BagOfWordsLM",
     "context_windows",
+    "weights_by_position",
     "dot_scores",
     "feedforward_scores",
     "mean_bag_of_words",
@@ -119,6 +120,32 @@ def context_windows(ids: torch.Tensor, window: int, pad_id: int = 0
     inside = (t - window + j >= 0)  # (T, W): slot j of position t is after the start
     mask = inside.unsqueeze(0) & (context != pad_id)  # (1, T, W) & (B, T, W) -> (B, T, W)
     return context, mask
+
+
+def weights_by_position(alpha: torch.Tensor) -> torch.Tensor:
+    """Window weights laid out by absolute position: the (T, T) matrix a heatmap shows.
+
+        weights[b, t, s] = alpha[b, t, j]  with s = t - W + j   (0 <= s < t)
+
+    alpha: (B, T, W), the attention of position t over its window (as `BagOfWordsLM`
+    returns it; slot j = W-1 is the word just before t).  Returns weights: (B, T, T), row t
+    = the prediction after word t, column s = the earlier word at position s; zero outside
+    the window (s >= t, or s < t - W). Slots before the start of the sequence are padding,
+    which attention gives zero weight; a nonzero weight there raises a ValueError.
+    """
+    require_float_tensor(alpha, "alpha", "(B, T, W)", ndim=3)
+    B, T, W = alpha.shape
+    t = torch.arange(T).unsqueeze(1)  # (T, 1)
+    j = torch.arange(W).unsqueeze(0)  # (1, W)
+    before_start = (t - W + j < 0).expand(B, T, W)  # (B, T, W): slot j of t is padding
+    if bool((alpha[before_start] != 0).any()):
+        raise ValueError("alpha gives weight to window slots before the start of the sequence "
+                         "(padding, position t - W + j < 0); expected zero weight there, as "
+                         "the masked softmax of BagOfWordsLM gives")
+    # Column t + j of a (T, W + T) row is position t - W + j; the first W columns are padding.
+    columns = (t + j).expand(B, T, W)  # (B, T, W)
+    padded = alpha.new_zeros(B, T, W + T).scatter_(2, columns, alpha)  # (B, T, W + T)
+    return padded[:, :, W:]  # (B, T, W + T) -> (B, T, T)
 
 
 # --------------------------------------------------------------------------- scores

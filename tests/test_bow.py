@@ -321,3 +321,54 @@ def test_position_options():
     torch.testing.assert_close(alpha[:, 4:], expected.expand(2, 5, 4))
     with pytest.raises(ValueError, match="positions=True .* needs pooling='attention'"):
         bow.BowConfig(30, pooling="mean", positions=True)
+
+
+# --------------------------------------------------------------------------- weights by position
+
+
+def test_weights_by_position_puts_each_slot_at_its_absolute_position():
+    B, T, W = 2, 6, 3
+    ids = torch.randint(1, 30, (B, T), generator=torch.Generator().manual_seed(0))
+    _, mask = bow.context_windows(ids, W)
+    alpha = torch.rand(B, T, W, generator=torch.Generator().manual_seed(1)) * mask  # (B, T, W)
+    weights = bow.weights_by_position(alpha)
+    assert weights.shape == (B, T, T)
+    expected = torch.zeros(B, T, T)
+    for t in range(T):
+        for j in range(W):
+            if t - W + j >= 0:
+                expected[:, t, t - W + j] = alpha[:, t, j]
+    torch.testing.assert_close(weights, expected)
+    assert float(weights.triu().abs().sum()) == 0.0, "a position attended to itself or later"
+    # a window wider than the sequence: only the last T slots can hold words
+    wide_ids = ids[:, :2]
+    _, wide_mask = bow.context_windows(wide_ids, 5)
+    wide = bow.weights_by_position(wide_mask.float())  # (B, 2, 5) -> (B, 2, 2)
+    assert wide.tolist() == [[[0.0, 0.0], [1.0, 0.0]]] * B
+
+
+def test_weights_by_position_of_a_model_mix_the_embeddings_into_its_bag():
+    """Row t of the (T, T) matrix times the embeddings of the sequence is the bag A of t."""
+    model = small_model("attention", "feedforward")
+    ids = torch.randint(1, 30, (2, 9), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        _, alpha = model(ids)
+        embeddings = model.embed(ids)  # (B, T, D)
+        context, mask = bow.context_windows(ids, model.config.window)
+        scores = model.scores(embeddings, model.embed(context))
+        bag, _ = bow.attention_bag_of_words(scores, model.embed(context), mask)  # (B, T, D)
+    weights = bow.weights_by_position(alpha)  # (B, T, T)
+    torch.testing.assert_close(weights @ embeddings, bag)
+    torch.testing.assert_close(weights.sum(-1)[:, 1:], torch.ones(2, 8))  # t=0: empty window
+    assert float(weights[:, 0].abs().sum()) == 0.0
+
+
+def test_weights_by_position_rejects_bad_input():
+    with pytest.raises(ValueError, match=r"alpha must have 3 dimension\(s\), shape \(B, T, W\)"):
+        bow.weights_by_position(torch.ones(4, 3))
+    with pytest.raises(ValueError, match="floating-point"):
+        bow.weights_by_position(torch.ones(1, 4, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="before the start of the sequence"):
+        bow.weights_by_position(torch.full((1, 4, 3), 1 / 3))  # weight on padding at t = 0
+    with pytest.raises(ValueError, match="must be a torch.Tensor"):
+        bow.weights_by_position(None)  # e.g. the alpha of a mean or bigram model
