@@ -1,4 +1,7 @@
-"""Plots for the course: attention heatmaps (curves come with later units).
+"""Plots for the course: attention heatmaps and accuracy curves.
+
+    attention_heatmap         one attention matrix, queries down the side, keys along the bottom
+    accuracy_by_length_plot   accuracy per length bucket, one line per model
 
 Plotting lives here and never inside model code: models return their attention weights,
 and these functions draw them.
@@ -6,15 +9,16 @@ and these functions draw them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from matplotlib.ticker import PercentFormatter
 
 from course_utils._checks import shape_str
 
-__all__ = ["attention_heatmap"]
+__all__ = ["accuracy_by_length_plot", "attention_heatmap"]
 
 
 def _as_matrix(weights) -> np.ndarray:
@@ -88,4 +92,77 @@ def attention_heatmap(
                 ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8, color=color)
     if colorbar:
         ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="attention weight")
+    return ax
+
+
+def _accuracy_and_count(value, model: str, bucket: str) -> tuple[float, int | None]:
+    """(accuracy, count or None) from a float or an (accuracy, count) pair; checked."""
+    count = None
+    if isinstance(value, tuple | list):
+        if len(value) != 2:
+            raise ValueError(f"results[{model!r}][{bucket!r}] must be an accuracy or an "
+                             f"(accuracy, count) pair; got {value!r}")
+        value, count = value
+        if not isinstance(count, int | np.integer) or isinstance(count, bool) or count < 0:
+            raise ValueError(f"the count of results[{model!r}][{bucket!r}] must be an int >= 0; "
+                             f"got {count!r}")
+        count = int(count)
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    if not isinstance(value, int | float | np.number) or isinstance(value, bool):
+        raise ValueError(f"results[{model!r}][{bucket!r}] must be an accuracy in [0, 1]; "
+                         f"got {value!r}")
+    accuracy = float(value)
+    if not 0.0 <= accuracy <= 1.0:  # also False for NaN
+        raise ValueError(f"results[{model!r}][{bucket!r}] must be an accuracy in [0, 1] (a "
+                         f"fraction, not a percentage); got {accuracy!r}")
+    return accuracy, count
+
+
+def accuracy_by_length_plot(
+    results: Mapping[str, Mapping[str, object]],
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+    ylabel: str = "exact match",
+    xlabel: str = "source length (words)",
+) -> plt.Axes:
+    """Draw accuracy against length bucket, one line (with markers) per model.
+
+    results: {model name: {bucket label: accuracy or (accuracy, count)}}, accuracies in
+    [0, 1], e.g. `{"forward": training.accuracy_by_bucket(correct, labels), ...}`.
+    The buckets run along x in the order the models list them (the first model's order,
+    then any bucket only a later model has); a bucket a model lacks is a gap in its line.
+    When every model gives the same count for a bucket, the tick label shows it ("5-10",
+    "n=152" below). The y axis shows percentages from 0 to 100. Returns the Axes.
+    """
+    if not isinstance(results, Mapping) or not results:
+        raise ValueError("results must be a non-empty mapping {model name: {bucket: accuracy}}; "
+                         f"got {results!r}")
+    table: dict[str, dict[str, tuple[float, int | None]]] = {}
+    for model, buckets in results.items():
+        if not isinstance(buckets, Mapping) or not buckets:
+            raise ValueError(f"results[{model!r}] must be a non-empty mapping "
+                             f"{{bucket: accuracy}}; got {buckets!r}")
+        table[str(model)] = {str(b): _accuracy_and_count(v, model, b) for b, v in buckets.items()}
+    order = list(dict.fromkeys(b for buckets in table.values() for b in buckets))
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(4.5, 1.1 * len(order) + 2.0), 3.6))
+    x = np.arange(len(order))  # (n_buckets,)
+    for model, buckets in table.items():
+        y = [buckets[b][0] if b in buckets else np.nan for b in order]  # (n_buckets,)
+        ax.plot(x, y, marker="o", label=model)
+    tick_labels = []
+    for b in order:
+        counts = {buckets[b][1] for buckets in table.values() if b in buckets}
+        count = counts.pop() if len(counts) == 1 else None
+        tick_labels.append(b if count is None else f"{b}\nn={count}")
+    ax.set_xticks(x, labels=tick_labels)
+    ax.set_ylim(-0.02, 1.02)
+    ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    if title:
+        ax.set_title(title)
     return ax

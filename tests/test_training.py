@@ -1,4 +1,4 @@
-"""Tests for course_utils.training.seed_everything."""
+"""Tests for course_utils.training: seed_everything and accuracy_by_bucket."""
 
 import os
 import random
@@ -9,6 +9,8 @@ import pytest
 import torch
 
 from course_utils import seed_everything
+from course_utils.data.translation import length_buckets
+from course_utils.training import accuracy_by_bucket
 from course_utils.training import seed_everything as seed_everything_from_module
 
 
@@ -148,3 +150,77 @@ def test_rejected_seed_leaves_the_global_stream_alone():
         seed_everything(-5)
     assert torch.equal(torch.rand(3), expected)
     assert "PYTHONHASHSEED" not in os.environ
+
+
+# ----------------------------------------------------------------------------- accuracy_by_bucket
+
+def test_accuracy_by_bucket_counts_each_bucket_by_hand():
+    correct = torch.tensor([True, False, True, True, False, False])
+    labels = ["5-10", "5-10", "<5", "11-20", "11-20", "11-20"]
+    result = accuracy_by_bucket(correct, labels)
+    assert result == {"<5": (1.0, 1), "5-10": (0.5, 2), "11-20": (pytest.approx(1 / 3), 3)}
+
+
+def test_accuracy_by_bucket_agrees_with_a_plain_loop_on_random_data():
+    gen = torch.Generator().manual_seed(0)
+    lengths = torch.randint(1, 50, (500,), generator=gen)
+    correct = torch.rand(500, generator=gen) < 1.0 / lengths  # shorter is likelier right
+    labels = length_buckets(lengths)
+    result = accuracy_by_bucket(correct, labels)
+    assert sum(count for _, count in result.values()) == 500
+    pairs = list(zip(correct.tolist(), labels, strict=True))
+    for bucket, (accuracy, count) in result.items():
+        members = [ok for ok, label in pairs if label == bucket]
+        assert count == len(members)
+        assert accuracy == pytest.approx(sum(members) / len(members))
+    assert result["<5"][0] > result["41+"][0]
+
+
+def test_accuracy_by_bucket_orders_length_buckets_by_length_not_alphabetically():
+    labels = ["41+", "11-20", "31-40", "<5", "5-10", "21-30"]
+    result = accuracy_by_bucket([True] * 6, labels)
+    assert list(result) == ["<5", "5-10", "11-20", "21-30", "31-40", "41+"]
+
+
+def test_accuracy_by_bucket_keeps_first_appearance_for_labels_without_numbers():
+    result = accuracy_by_bucket(np.array([True, False, True]), ["short", "long", "short"])
+    assert list(result) == ["short", "long"]
+    assert result["long"] == (0.0, 1)
+
+
+def test_accuracy_by_bucket_follows_a_given_order_and_skips_empty_buckets():
+    result = accuracy_by_bucket([False, True], ["b", "a"], order=["a", "c", "b"])
+    assert list(result) == ["a", "b"]
+    assert result == {"a": (1.0, 1), "b": (0.0, 1)}
+
+
+@pytest.mark.parametrize(
+    "correct",
+    [
+        pytest.param(torch.tensor([True, False, True]), id="torch"),
+        pytest.param(np.array([True, False, True]), id="numpy"),
+        pytest.param([True, False, True], id="list"),
+    ],
+)
+def test_accuracy_by_bucket_accepts_tensors_arrays_and_lists(correct):
+    assert accuracy_by_bucket(correct, ["x1", "x1", "x2"]) == {"x1": (0.5, 2), "x2": (1.0, 1)}
+
+
+@pytest.mark.parametrize(
+    ("correct", "labels", "order", "message"),
+    [
+        pytest.param(torch.tensor([1, 0, 1]), ["a"] * 3, None, "1-d boolean.*got dtype int64",
+                     id="int-tensor"),
+        pytest.param(torch.tensor([0.5, 1.0]), ["a"] * 2, None, "boolean.*float32",
+                     id="float-tensor"),
+        pytest.param(torch.ones(2, 3, dtype=torch.bool), ["a"] * 2, None,
+                     r"shape \(N,\).*shape \(2, 3\)", id="2d"),
+        pytest.param([True, False], ["a"], None,
+                     r"one label per example.*expected 2 labels; got 1", id="too-few-labels"),
+        pytest.param(torch.zeros(0, dtype=torch.bool), [], None, "empty", id="empty"),
+        pytest.param([True, False], ["a", "b"], ["a"], r"missing \['b'\]", id="order-missing"),
+    ],
+)
+def test_accuracy_by_bucket_rejects_bad_input(correct, labels, order, message):
+    with pytest.raises(ValueError, match=message):
+        accuracy_by_bucket(correct, labels, order=order)

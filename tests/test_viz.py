@@ -1,11 +1,12 @@
-"""Tests for course_utils.viz.attention_heatmap (Agg backend, no window is opened)."""
+"""Tests for course_utils.viz: attention_heatmap and accuracy_by_length_plot (Agg backend, no
+window is opened)."""
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
 
-from course_utils.viz import attention_heatmap
+from course_utils.viz import accuracy_by_length_plot, attention_heatmap
 
 plt.switch_backend("Agg")  # also when MPLBACKEND is not set
 
@@ -141,3 +142,78 @@ def test_heatmap_does_not_modify_the_weights():
 def test_heatmap_rejects_bad_input(weights, queries, keys, message):
     with pytest.raises(ValueError, match=message):
         attention_heatmap(weights, queries, keys)
+
+
+# ------------------------------------------------------------------------ accuracy_by_length_plot
+
+BY_BUCKET = {
+    "forward": {"<5": (0.85, 13), "5-10": (0.74, 152), "11-20": (0.12, 266)},
+    "reversed": {"<5": (0.92, 13), "5-10": (0.90, 152), "11-20": (0.40, 266)},
+}
+
+
+def test_length_plot_draws_one_line_per_model_with_its_accuracies():
+    ax = accuracy_by_length_plot(BY_BUCKET)
+    assert len(ax.lines) == 2
+    for line, model in zip(ax.lines, BY_BUCKET, strict=True):
+        assert line.get_label() == model
+        np.testing.assert_allclose(line.get_xdata(), [0, 1, 2])
+        np.testing.assert_allclose(line.get_ydata(), [a for a, _ in BY_BUCKET[model].values()])
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["forward", "reversed"]
+
+
+def test_length_plot_labels_buckets_in_order_with_their_counts():
+    ax = accuracy_by_length_plot(BY_BUCKET)
+    assert texts(ax.get_xticklabels()) == ["<5\nn=13", "5-10\nn=152", "11-20\nn=266"]
+    assert "length" in ax.get_xlabel()
+    assert ax.get_ylabel() == "exact match"
+
+
+def test_length_plot_shows_percentages_on_a_full_0_to_1_scale():
+    ax = accuracy_by_length_plot({"m": {"a1": 0.5}})
+    low, high = ax.get_ylim()
+    assert low <= 0.0 and high >= 1.0
+    assert ax.yaxis.get_major_formatter()(0.5, 0) == "50%"
+
+
+def test_length_plot_accepts_plain_accuracies_without_counts():
+    ax = accuracy_by_length_plot({"m": {"1-2": 0.25, "3-4": 1.0}}, title="t", ylabel="token acc")
+    assert texts(ax.get_xticklabels()) == ["1-2", "3-4"]
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), [0.25, 1.0])
+    assert ax.get_title() == "t"
+    assert ax.get_ylabel() == "token acc"
+
+
+def test_length_plot_leaves_a_gap_where_a_model_lacks_a_bucket_and_drops_unequal_counts():
+    results = {"a": {"x1": (1.0, 3), "x2": (0.5, 2)}, "b": {"x2": (0.0, 5), "x3": (0.25, 4)}}
+    ax = accuracy_by_length_plot(results)
+    assert texts(ax.get_xticklabels()) == ["x1\nn=3", "x2", "x3\nn=4"]
+    a, b = (line.get_ydata() for line in ax.lines)
+    np.testing.assert_allclose(a, [1.0, 0.5, np.nan])
+    np.testing.assert_allclose(b, [np.nan, 0.0, 0.25])
+
+
+def test_length_plot_draws_on_the_axes_it_is_given():
+    fig, given = plt.subplots()
+    assert accuracy_by_length_plot(BY_BUCKET, ax=given) is given
+    assert plt.get_fignums() == [fig.number]
+
+
+@pytest.mark.parametrize(
+    ("results", "message"),
+    [
+        pytest.param({}, "non-empty mapping", id="empty"),
+        pytest.param([0.5], "non-empty mapping", id="not-a-mapping"),
+        pytest.param({"m": {}}, r"results\['m'\] must be a non-empty mapping", id="empty-model"),
+        pytest.param({"m": {"a": 85.0}}, r"\[0, 1\] \(a fraction, not a percentage\); got 85.0",
+                     id="percentage"),
+        pytest.param({"m": {"a": float("nan")}}, r"\[0, 1\].*got nan", id="nan"),
+        pytest.param({"m": {"a": "high"}}, r"accuracy in \[0, 1\]; got 'high'", id="string"),
+        pytest.param({"m": {"a": (0.5, 2, 3)}},
+                     r"an \(accuracy, count\) pair; got \(0.5, 2, 3\)", id="triple"),
+        pytest.param({"m": {"a": (0.5, -1)}}, "count.*int >= 0; got -1", id="negative-count"),
+    ],
+)
+def test_length_plot_rejects_bad_input(results, message):
+    with pytest.raises(ValueError, match=message):
+        accuracy_by_length_plot(results)
