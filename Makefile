@@ -63,12 +63,14 @@ test: $(STAMP) sandbox
 		--nbval-sanitize-with tests/nbval_sanitize.cfg \
 		tests lectures solutions $(PYTEST_ARGS)
 
-# Lectures are stored executed; re-run this after editing one. No timing metadata is
-# recorded, so an unchanged lecture gives an unchanged file.
+# Lectures are stored executed; re-run this after editing one. No timing metadata and no
+# widget state (progress bars carry random ids and speeds) is recorded, so an unchanged
+# lecture gives an unchanged file.
 LECTURE ?= lectures/*.ipynb
 lectures: $(STAMP)
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
-		--ExecutePreprocessor.record_timing=False --ExecutePreprocessor.timeout=600 $(LECTURE)
+		--ExecutePreprocessor.record_timing=False --ExecutePreprocessor.store_widget_state=False \
+		--ExecutePreprocessor.timeout=600 $(LECTURE)
 
 release: $(STAMP)
 	@for unit in $(UNITS); do \

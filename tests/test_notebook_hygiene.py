@@ -69,6 +69,10 @@ def test_lectures_are_stored_executed_top_to_bottom_without_errors(path):
         for out in cell.outputs:
             assert out.output_type != "error", f"stored error: {out.get('ename')}"
         assert "execution" not in cell.metadata, "timing metadata makes every re-run a diff"
+    assert "widgets" not in read(path).metadata, (
+        "stored widget state (progress bars: random ids, speeds) makes every re-run a diff: "
+        "execute with `make lectures`, which does not store it"
+    )
 
 
 @pytest.mark.parametrize("path", LECTURES, ids=_id)
