@@ -2,8 +2,11 @@
 
 One module per concept:
     attention  softmax, masked softmax, score functions, scaled dot-product attention
-    viz        attention heatmaps (plots only, no model code)
-    training   seeding
+    data       vocabularies and batching; unit 01's Shakespeare corpus; the translation task
+    bow        unit 01: bigram, mean and attention bag-of-words language models
+    seq2seq    unit 02: GRU encoder-decoder, padded loss, greedy decoding, metrics, training
+    viz        attention heatmaps and accuracy-by-length curves (plots only, no model code)
+    training   seeding, accuracy per length bucket
     grading    the checks that exercise tests use
     integrity  the record of genuine functions that test cells check for tampering
     sandbox    the jail that autograded student code runs in
