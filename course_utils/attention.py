@@ -37,6 +37,9 @@ __all__ = [
     "masked_softmax",
     "dot_scores",
     "scaled_dot_scores",
+    "bilinear_scores",
+    "additive_scores",
+    "cosine_scores",
     "weighted_average",
     "soft_lookup",
     "scaled_dot_product_attention",
@@ -149,6 +152,79 @@ def scaled_dot_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     """
     _check_qk(q, k)
     return (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+
+
+def _check_q_k_any_width(q: torch.Tensor, k: torch.Tensor) -> None:
+    """Queries and keys whose widths may differ (d_q and d_k), as in bilinear and additive
+    scores; the batch dimensions must broadcast."""
+    require_float_tensor(q, "q (queries)", "(..., T_q, d_q)", min_ndim=2)
+    require_float_tensor(k, "k (keys)", "(..., T_k, d_k)", min_ndim=2)
+    if q.dtype != k.dtype:
+        raise ValueError(f"q and k must have the same dtype; got {q.dtype} and {k.dtype}")
+    broadcast_batch(q.shape[:-2], k.shape[:-2], "q and k")
+    require_finite(q, "q (queries)")
+    require_finite(k, "k (keys)")
+
+
+def _check_weight(w, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> None:
+    expected = shape_str(shape)
+    require_float_tensor(w, name, expected, ndim=len(shape))
+    if tuple(w.shape) != shape:
+        raise ValueError(f"{name} must have shape {expected}; got {shape_str(w.shape)}")
+    if w.dtype != dtype:
+        raise ValueError(f"{name} must have the dtype of q and k ({dtype}); got {w.dtype}")
+    require_finite(w, name)
+
+
+def bilinear_scores(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Multiplicative (bilinear, Luong's "general") scores e_ij = k_j^T W q_i.
+
+    With learned maps of keys and queries, k(h) = W_k h and q(s) = W_q s, the dot product
+    k(h) . q(s) = h^T W_k^T W_q s is this form with W = W_k^T W_q (of rank at most the width
+    of the maps). W = I gives the plain dot product.
+    q: (..., T_q, d_q), k: (..., T_k, d_k), w: (d_k, d_q)  ->  (..., T_q, T_k)
+    """
+    _check_q_k_any_width(q, k)
+    _check_weight(w, "w", (k.shape[-1], q.shape[-1]), q.dtype)
+    projected = q @ w.T  # (..., T_q, d_q) @ (d_q, d_k) -> (..., T_q, d_k) = (W q_i)^T
+    return projected @ k.transpose(-2, -1)  # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k)
+
+
+def additive_scores(q: torch.Tensor, k: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor,
+                    v: torch.Tensor) -> torch.Tensor:
+    """Additive (Bahdanau, "MLP") scores e_ij = v . tanh(W_q q_i + W_k k_j).
+
+    Equivalent to a one-hidden-layer network on the concatenation [q_i; k_j] with weight
+    [W_q | W_k]. Builds a (..., T_q, T_k, d_a) tensor: memory grows with T_q * T_k * d_a.
+    q: (..., T_q, d_q), k: (..., T_k, d_k), w_q: (d_a, d_q), w_k: (d_a, d_k), v: (d_a,)
+    ->  (..., T_q, T_k)
+    """
+    _check_q_k_any_width(q, k)
+    require_float_tensor(v, "v", "(d_a,)", ndim=1)
+    d_a = v.shape[0]
+    _check_weight(v, "v", (d_a,), q.dtype)
+    _check_weight(w_q, "w_q", (d_a, q.shape[-1]), q.dtype)
+    _check_weight(w_k, "w_k", (d_a, k.shape[-1]), q.dtype)
+    from_q = (q @ w_q.T).unsqueeze(-2)  # (..., T_q, d_a) -> (..., T_q, 1, d_a)
+    from_k = (k @ w_k.T).unsqueeze(-3)  # (..., T_k, d_a) -> (..., 1, T_k, d_a)
+    hidden = torch.tanh(from_q + from_k)  # (..., T_q, T_k, d_a)
+    return hidden @ v  # (..., T_q, T_k, d_a) @ (d_a,) -> (..., T_q, T_k)
+
+
+def cosine_scores(q: torch.Tensor, k: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """Cosine-similarity scores e_ij = q_i . k_j / (|q_i| |k_j|), in [-1, 1].
+
+    Blind to the lengths of the vectors, so the scores cannot grow and the softmax over them
+    stays soft (multiply by a temperature to sharpen it). A zero vector (norm below `eps`)
+    scores 0 against everything instead of NaN.
+    q: (..., T_q, d_k), k: (..., T_k, d_k)  ->  (..., T_q, T_k)
+    """
+    _check_qk(q, k)
+    if not isinstance(eps, float) or not eps > 0:
+        raise ValueError(f"eps must be a positive float; got {eps!r}")
+    q_unit = q / q.norm(dim=-1, keepdim=True).clamp_min(eps)  # (..., T_q, d_k)
+    k_unit = k / k.norm(dim=-1, keepdim=True).clamp_min(eps)  # (..., T_k, d_k)
+    return q_unit @ k_unit.transpose(-2, -1)  # (..., T_q, T_k)
 
 
 def weighted_average(weights: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
