@@ -6,6 +6,8 @@ One module per concept:
     bow        unit 01: bigram, mean and attention bag-of-words language models
     seq2seq    unit 02: GRU encoder-decoder, padded loss, greedy decoding, metrics, training
     viz        attention heatmaps and accuracy-by-length curves (plots only, no model code)
+    widgets    ipywidgets explorers (a softmax-temperature slider); they also leave a static
+               figure in notebooks executed without a browser
     training   seeding, accuracy per length bucket
     grading    the checks that exercise tests use
     integrity  the record of genuine functions that test cells check for tampering
