@@ -4,7 +4,8 @@ One module per concept:
     attention  softmax, masked softmax, score functions, scaled dot-product attention
     data       vocabularies and batching; unit 01's Shakespeare corpus; the translation task
     bow        unit 01: bigram, mean and attention bag-of-words language models
-    seq2seq    unit 02: GRU encoder-decoder, padded loss, greedy decoding, metrics, training
+    seq2seq    units 02-03: GRU encoder-decoder, attention decoder (Bahdanau), padded loss,
+               greedy decoding, metrics, alignment hit rate, training
     viz        attention heatmaps and accuracy-by-length curves (plots only, no model code)
     widgets    ipywidgets explorers (a softmax-temperature slider); they also leave a static
                figure in notebooks executed without a browser
