@@ -62,3 +62,16 @@ def fresh_course(tmp_path_factory) -> Path:
     for unit in UNITS:
         run_nbgrader("generate_assignment", unit, "--force", cwd=course)
     return course
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """For modules of tiny tensors: one thread is faster (two threads spin against each
+    other on a busy machine, 100x slower in greedy decoding) and makes training bitwise
+    reproducible. Use with `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

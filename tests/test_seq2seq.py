@@ -31,15 +31,7 @@ PAD, START, END = 0, 1, 2
 V_SRC, V_TGT, E, H = 11, 9, 5, 7
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Every tensor here is tiny: one thread is faster (several threads spin against each
-    other on a busy machine, 100x slower in greedy decoding) and makes training bitwise
-    reproducible."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.one_thread
 
 
 def make_encoder_parts(seed: int = 0):

@@ -32,13 +32,7 @@ V_SRC, V_TGT, E, H = 11, 9, 5, 7
 DOT_LIKE = ("dot", "scaled_dot", "cosine")  # need encoder width == decoder width
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: one thread is faster and makes training bitwise reproducible."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.one_thread
 
 
 def config(score="additive", bidirectional=False, **kwargs):
