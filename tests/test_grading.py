@@ -365,3 +365,33 @@ def test_training_with_an_optimizer_is_not_taken_for_tampering():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+def test_disabling_a_function_that_another_module_imported_by_name_is_not_tampering():
+    """course_utils.bow imports masked_softmax and additive_scores by name, so the baseline
+    watches them under two names each; swapping their code (reference_disabled) changes both,
+    and neither may count as tampering, in nested blocks too. A fresh interpreter, so that
+    bow is loaded before the baseline is taken."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\n"
+        "import course_utils.bow\n"
+        "from course_utils import grading\n"
+        "with grading.reference_disabled('course_utils.attention'):\n"
+        "    with grading.forbidden('course_utils.attention.masked_softmax', reason='x'):\n"
+        "        grading.check(True, 'unused')\n"
+        "    grading.check(True, 'unused')\n"
+        "grading.check(True, 'unused')\n"
+        "course_utils.bow.masked_softmax.__code__ = (lambda *a, **k: 0).__code__\n"
+        "try:\n"
+        "    grading.check(True, 'unused')\n"
+        "except grading.TamperingDetected as err:\n"
+        "    print('caught', err)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("caught Tampering detected"), proc.stdout
+    assert "course_utils.bow.masked_softmax" in proc.stdout
