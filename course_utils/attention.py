@@ -191,13 +191,14 @@ def bilinear_scores(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor) -> torch.
 
 
 def additive_scores(q: torch.Tensor, k: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor,
-                    v: torch.Tensor) -> torch.Tensor:
-    """Additive (Bahdanau, "MLP") scores e_ij = v . tanh(W_q q_i + W_k k_j).
+                    v: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """Additive (Bahdanau, "MLP") scores e_ij = v . tanh(W_q q_i + W_k k_j + b).
 
     Equivalent to a one-hidden-layer network on the concatenation [q_i; k_j] with weight
-    [W_q | W_k]. Builds a (..., T_q, T_k, d_a) tensor: memory grows with T_q * T_k * d_a.
-    q: (..., T_q, d_q), k: (..., T_k, d_k), w_q: (d_a, d_q), w_k: (d_a, d_k), v: (d_a,)
-    ->  (..., T_q, T_k)
+    [W_q | W_k] and bias b (None: no bias). Unit 01's feed-forward score is this form.
+    Builds a (..., T_q, T_k, d_a) tensor: memory grows with T_q * T_k * d_a.
+    q: (..., T_q, d_q), k: (..., T_k, d_k), w_q: (d_a, d_q), w_k: (d_a, d_k), v: (d_a,),
+    bias: (d_a,) or None  ->  (..., T_q, T_k)
     """
     _check_q_k_any_width(q, k)
     require_float_tensor(v, "v", "(d_a,)", ndim=1)
@@ -207,8 +208,11 @@ def additive_scores(q: torch.Tensor, k: torch.Tensor, w_q: torch.Tensor, w_k: to
     _check_weight(w_k, "w_k", (d_a, k.shape[-1]), q.dtype)
     from_q = (q @ w_q.T).unsqueeze(-2)  # (..., T_q, d_a) -> (..., T_q, 1, d_a)
     from_k = (k @ w_k.T).unsqueeze(-3)  # (..., T_k, d_a) -> (..., 1, T_k, d_a)
-    hidden = torch.tanh(from_q + from_k)  # (..., T_q, T_k, d_a)
-    return hidden @ v  # (..., T_q, T_k, d_a) @ (d_a,) -> (..., T_q, T_k)
+    pre = from_q + from_k  # (..., T_q, T_k, d_a)
+    if bias is not None:
+        _check_weight(bias, "bias", (d_a,), q.dtype)
+        pre = pre + bias
+    return torch.tanh(pre) @ v  # (..., T_q, T_k, d_a) @ (d_a,) -> (..., T_q, T_k)
 
 
 def cosine_scores(q: torch.Tensor, k: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:

@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from course_utils._checks import require_float_tensor, shape_str
-from course_utils.attention import masked_softmax
+from course_utils.attention import additive_scores, masked_softmax
 
 __all__ = [
     "BowConfig",
@@ -203,10 +203,9 @@ def feedforward_scores(query: torch.Tensor, keys: torch.Tensor, weight: torch.Te
                          f"{shape_str(weight.shape)}; got bias {shape_str(bias.shape)}, "
                          f"v {shape_str(v.shape)}")
     w_key, w_query = weight[:, :D], weight[:, D:]  # (H, 2D) -> (H, D), (H, D)
-    from_keys = keys @ w_key.T  # (..., W, D) @ (D, H) -> (..., W, H)
-    from_query = (query @ w_query.T).unsqueeze(-2)  # (..., D) @ (D, H) -> (..., 1, H)
-    hidden = torch.tanh(from_keys + from_query + bias)  # (..., W, H)
-    return hidden @ v  # (..., W, H) @ (H,) -> (..., W)
+    # Bahdanau's additive score with one query per window: unit 04's additive_scores
+    e = additive_scores(query.unsqueeze(-2), keys, w_query, w_key, v, bias)  # (..., 1, W)
+    return e.squeeze(-2)  # (..., W)
 
 
 # --------------------------------------------------------------------------- bags of words

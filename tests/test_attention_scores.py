@@ -74,6 +74,17 @@ def test_additive_scores_match_an_explicit_loop():
                                     abs_tol=1e-12)
 
 
+def test_additive_scores_with_a_bias_match_an_explicit_loop():
+    q, k = randn(3, 4, seed=1), randn(5, 2, seed=2)
+    w_q, w_k, v, b = randn(6, 4, seed=3), randn(6, 2, seed=4), randn(6, seed=5), randn(6, seed=6)
+    e = A.additive_scores(q, k, w_q, w_k, v, bias=b)
+    expected = torch.tensor([[float(v @ torch.tanh(w_q @ q[i] + w_k @ k[j] + b))
+                              for j in range(5)] for i in range(3)], dtype=torch.float64)
+    torch.testing.assert_close(e, expected)
+    with pytest.raises(ValueError, match=r"bias must have shape \(6,\)"):
+        A.additive_scores(q, k, w_q, w_k, v, bias=torch.zeros(5, dtype=torch.float64))
+
+
 def test_additive_scores_are_an_mlp_on_the_concatenation():
     q, k = randn(3, 4, seed=1), randn(5, 2, seed=2)
     w_q, w_k, v = randn(6, 4, seed=3), randn(6, 2, seed=4), randn(6, seed=5)
