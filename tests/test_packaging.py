@@ -73,3 +73,63 @@ def test_lock_pins_every_dependency_within_its_range():
 def test_torch_range_tops_out_at_2_13():
     spec = pyproject_requirements()["torch"]
     assert spec.contains("2.13.0") and not spec.contains("2.14.0")
+
+
+def test_a_built_wheel_installs_every_module_and_data_file(tmp_path):
+    """`pip install .` (not editable) must give a working course_utils: build the wheel, install
+    it alone into a fresh virtual environment and import every module from there, with the
+    dependencies taken from this environment's site-packages (which hold no copy of
+    course_utils: the editable install is only a finder that a .pth file starts)."""
+    import shutil
+    import subprocess
+    import sys
+    import sysconfig
+    import zipfile
+
+    # Build from a copy: setuptools reuses a build/ folder left in the tree, which may hold
+    # files that the current configuration would not package.
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source)
+    shutil.copytree(ROOT / "course_utils", source / "course_utils",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    wheels = tmp_path / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                    "--no-build-isolation", "--disable-pip-version-check", "-w", str(wheels),
+                    str(source)], check=True, capture_output=True, timeout=300)
+    (wheel,) = wheels.glob("*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    tracked = subprocess.run(["git", "ls-files", "course_utils"], cwd=ROOT, check=True,
+                             capture_output=True, text=True).stdout.split()
+    if tracked:  # a clone; in an exported tree, compare with the files on disk instead
+        expected = set(tracked)
+    else:
+        expected = {str(p.relative_to(ROOT)) for p in (ROOT / "course_utils").rglob("*")
+                    if p.is_file() and "__pycache__" not in p.parts}
+    assert not sorted(expected - names), f"missing from the wheel: {sorted(expected - names)}"
+
+    venv = tmp_path / "fresh"
+    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)
+    python = venv / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
+                    "--no-deps", "--disable-pip-version-check", str(wheel)],
+                   check=True, capture_output=True, timeout=300)
+    modules = sorted(n[:-3].replace("/", ".").removesuffix(".__init__")
+                     for n in names if n.endswith(".py"))
+    script = (
+        "import importlib, pathlib, sys\n"
+        f"for name in {modules!r}:\n"
+        "    module = importlib.import_module(name)\n"
+        f"    assert pathlib.Path(module.__file__).is_relative_to({str(venv)!r}), module.__file__\n"
+        "import course_utils\n"
+        "templates = pathlib.Path(course_utils.__file__).parent / 'feedback_templates'\n"
+        "assert any(templates.rglob('*.j2')), 'feedback templates missing'\n"
+        "print(len(sys.modules))\n"
+    )
+    env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "MPLBACKEND": "Agg",
+           "PYTHONPATH": sysconfig.get_paths()["purelib"], "HOME": str(tmp_path)}
+    proc = subprocess.run([str(python), "-c", script], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
