@@ -1,0 +1,183 @@
+"""Every lecture, executed on two CPU code paths: exact outputs strictly, results of training
+within bands.
+
+Outputs come in two kinds (README, "Exact and machine-dependent outputs"):
+
+* **exact**: shapes, formulas, data, untrained computations. Compared character for character
+  by `pytest --nbval`, on this machine's native PyTorch CPU code path *and* on the portable one
+  (`ATEN_CPU_CAPABILITY=default`), so an output that depends on the CPU fails here, on every
+  contributor's machine, and not only on a student's.
+* **machine-dependent**: results of training (losses, accuracies, which example comes out
+  right, timings). Their cells carry the tag `nbval-ignore-output`: nbval runs them but does
+  not compare what they print. Instead, every claim the lecture's text makes about them is
+  listed below with a band, and checked on the values that each run computed.
+
+One run per lecture and code path does both jobs. The values are read out of the lecture's own
+kernel by an IPython start-up hook that this module writes into a private IPYTHONDIR: after
+every cell it evaluates the claims' expressions (plain reads of the lecture's variables) and
+stores the results as JSON. Nothing is added to the lecture, and nothing is printed.
+The two runs of a lecture go side by side (lectures train on one thread; the machine has two).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, notebooks, read
+
+LECTURES = notebooks("lectures")
+CODE_PATHS = {"native": None, "default": "default"}  # value of ATEN_CPU_CAPABILITY
+IGNORE_TAG = "nbval-ignore-output"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A sentence of the lecture about a result of training, as a band on an expression.
+
+    `expression` is evaluated in the lecture's namespace after every cell (keep it a cheap,
+    side-effect-free read: no random numbers, no training); its last value must lie in
+    [low, high]. Next to each claim, a comment gives the values measured when the band was set
+    (seeds and code paths), so that a band can be judged: wide enough for any CPU, narrow
+    enough to catch a real regression."""
+
+    text: str
+    expression: str
+    low: float = -math.inf
+    high: float = math.inf
+
+
+def exact_match(name: str) -> str:
+    return f"float(correct[{name!r}].float().mean())"
+
+
+CLAIMS: dict[str, list[Claim]] = {}
+
+
+# ----------------------------------------------------------------------------- running
+
+HOOK = textwrap.dedent('''
+    def _course_claims_hook():
+        import json, math, os
+        expressions = json.loads(os.environ["COURSE_CLAIM_EXPRESSIONS"])
+        path = os.environ["COURSE_CLAIM_FILE"]
+        shell = get_ipython()
+        found = {}
+
+        def record(result):
+            changed = False
+            for name, expression in expressions.items():
+                try:
+                    value = eval(expression, shell.user_ns)
+                    value = float(value)
+                except Exception:
+                    continue
+                if not math.isfinite(value) or found.get(name) != value:
+                    found[name] = value
+                    changed = True
+            if changed:
+                with open(path, "w") as f:
+                    json.dump(found, f)
+
+        shell.events.register("post_run_cell", record)
+
+    _course_claims_hook()
+    del _course_claims_hook
+''')
+
+
+@dataclass
+class Run:
+    returncode: int
+    report: str
+    values: dict[str, float]
+
+
+def _run(path: Path, capability: str | None, workdir: Path) -> Run:
+    ipython_dir = workdir / "ipython"
+    startup = ipython_dir / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-course-claims.py").write_text(HOOK)
+    values_file = workdir / "values.json"
+    claims = CLAIMS.get(path.stem, [])
+    env = dict(os.environ, IPYTHONDIR=str(ipython_dir), COURSE_CLAIM_FILE=str(values_file),
+               COURSE_CLAIM_EXPRESSIONS=json.dumps({c.text: c.expression for c in claims}))
+    env.pop("ATEN_CPU_CAPABILITY", None)
+    env.pop("MPLBACKEND", None)  # the kernel's own inline backend, as when a student runs it
+    if capability:
+        env["ATEN_CPU_CAPABILITY"] = capability
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--nbval", "--nbval-current-env",
+         "--nbval-sanitize-with", str(ROOT / "tests" / "nbval_sanitize.cfg"),
+         "-p", "no:cacheprovider", "-q", "--no-header", "-rf", str(path)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800,
+    )
+    values = json.loads(values_file.read_text()) if values_file.exists() else {}
+    return Run(proc.returncode, proc.stdout[-6000:] + proc.stderr[-2000:], values)
+
+
+@pytest.fixture(scope="module")
+def runs(request, tmp_path_factory) -> dict[tuple[str, str], Run]:
+    """Every selected lecture on every selected code path, two runs at a time (one thread
+    each)."""
+    wanted = {(item.callspec.params["path"], item.callspec.params.get("code_path"))
+              for item in request.session.items
+              if item.module is sys.modules[__name__] and "runs" in item.fixturenames}
+    jobs = [(path, name, capability) for path in LECTURES
+            for name, capability in CODE_PATHS.items() if (path, name) in wanted]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {(path.stem, name): pool.submit(
+            _run, path, capability, tmp_path_factory.mktemp(f"{path.stem}-{name}"))
+            for path, name, capability in jobs}
+        return {key: future.result() for key, future in futures.items()}
+
+
+def _id(path: Path) -> str:
+    return path.stem
+
+
+# ----------------------------------------------------------------------------- tests
+
+@pytest.mark.parametrize("code_path", CODE_PATHS)
+@pytest.mark.parametrize("path", LECTURES, ids=_id)
+def test_exact_outputs_are_reproduced(runs, path, code_path):
+    run = runs[path.stem, code_path]
+    assert run.returncode == 0, (
+        f"{path.name} on the {code_path} CPU code path: an output that nbval compares came out "
+        f"differently. If it is a result of training, tag its cell {IGNORE_TAG!r} and state the "
+        f"lecture's claim about it as a band in tests/test_lectures.py.\n{run.report}")
+
+
+@pytest.mark.parametrize("code_path", CODE_PATHS)
+@pytest.mark.parametrize("path", LECTURES, ids=_id)
+def test_claims_about_training_hold(runs, path, code_path):
+    values = runs[path.stem, code_path].values
+    failures = []
+    for claim in CLAIMS.get(path.stem, []):
+        value = values.get(claim.text)
+        if value is None:
+            failures.append(f"{claim.text}: `{claim.expression}` never evaluated to a number")
+        elif not claim.low <= value <= claim.high:
+            failures.append(f"{claim.text}: {value:.4g} outside [{claim.low}, {claim.high}]")
+    assert not failures, f"{path.name} ({code_path}):\n  " + "\n  ".join(failures)
+
+
+@pytest.mark.parametrize("path", LECTURES, ids=_id)
+def test_training_cells_are_not_compared_and_every_lecture_states_its_claims(path):
+    """A lecture that trains has machine-dependent outputs: they must be tagged, and its text's
+    claims about them must be listed here (a lecture with no training needs neither)."""
+    cells = [c for c in read(path).cells if c.cell_type == "code"]
+    trains = any("train(" in c.source or "fit(" in c.source or "train_lm(" in c.source
+                 for c in cells)
+    tagged = [c for c in cells if IGNORE_TAG in c.metadata.get("tags", [])]
+    if trains:
+        assert tagged, f"{path.name} trains models but tags no cell {IGNORE_TAG!r}"
+        assert CLAIMS.get(path.stem), f"{path.name} trains models but lists no claims here"
