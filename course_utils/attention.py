@@ -28,7 +28,11 @@ from course_utils._checks import (
     check_dim,
     require_finite,
     require_float_tensor,
+    require_mask,
     require_no_nan,
+    require_queries_keys,
+    require_query_keys_any_width,
+    require_weight,
     shape_str,
 )
 
@@ -78,30 +82,6 @@ def _softmax(x: torch.Tensor, dim: int, name: str) -> torch.Tensor:
     return out.to(x.dtype)
 
 
-def _check_mask(mask, scores: torch.Tensor) -> torch.Tensor:
-    if not isinstance(mask, torch.Tensor):
-        raise ValueError(
-            f"mask must be a bool torch.Tensor broadcastable to the scores "
-            f"{shape_str(scores.shape)}; got {type(mask).__name__}"
-        )
-    if mask.dtype != torch.bool:
-        raise ValueError(
-            f"mask must have dtype torch.bool (True = may attend), broadcastable to "
-            f"{shape_str(scores.shape)}; got dtype {mask.dtype}. "
-            f"Convert with `mask.bool()` only if 1 means 'may attend'."
-        )
-    try:
-        shape = torch.broadcast_shapes(mask.shape, scores.shape)
-    except RuntimeError:
-        shape = None
-    if shape != scores.shape:
-        raise ValueError(
-            f"mask of shape {shape_str(mask.shape)} does not broadcast to the scores "
-            f"{shape_str(scores.shape)}; expected a shape such as (..., T_q, T_k) or (..., 1, T_k)"
-        )
-    return mask
-
-
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Softmax over the last dimension (the keys) that gives masked positions zero weight.
 
@@ -114,24 +94,9 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> to
     require_float_tensor(scores, "scores", "(..., T_q, T_k)")
     if mask is None:
         return _softmax(scores, -1, "scores")
-    mask = _check_mask(mask, scores)
+    require_mask(mask, "mask", scores.shape, broadcast=True)
     require_no_nan(scores, "scores")
     return _softmax(scores.masked_fill(~mask, float("-inf")), -1, "scores")
-
-
-def _check_qk(q: torch.Tensor, k: torch.Tensor) -> None:
-    require_float_tensor(q, "q (queries)", "(..., T_q, d_k)", min_ndim=2)
-    require_float_tensor(k, "k (keys)", "(..., T_k, d_k)", min_ndim=2)
-    if q.shape[-1] != k.shape[-1]:
-        raise ValueError(
-            f"queries and keys must have the same width d_k: q is {shape_str(q.shape)}, "
-            f"so k must be (..., T_k, {q.shape[-1]}); got k {shape_str(k.shape)}"
-        )
-    if q.dtype != k.dtype:
-        raise ValueError(f"q and k must have the same dtype; got {q.dtype} and {k.dtype}")
-    broadcast_batch(q.shape[:-2], k.shape[:-2], "q and k")
-    require_finite(q, "q (queries)")
-    require_finite(k, "k (keys)")
 
 
 def dot_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -139,7 +104,7 @@ def dot_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
 
     q: (..., T_q, d_k), k: (..., T_k, d_k)  ->  (..., T_q, T_k)
     """
-    _check_qk(q, k)
+    require_queries_keys(q, k)
     return q @ k.transpose(-2, -1)  # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k)
 
 
@@ -150,30 +115,8 @@ def scaled_dot_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     so the softmax does not saturate (unit 04 measures this).
     q: (..., T_q, d_k), k: (..., T_k, d_k)  ->  (..., T_q, T_k)
     """
-    _check_qk(q, k)
+    require_queries_keys(q, k)
     return (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
-
-
-def _check_q_k_any_width(q: torch.Tensor, k: torch.Tensor) -> None:
-    """Queries and keys whose widths may differ (d_q and d_k), as in bilinear and additive
-    scores; the batch dimensions must broadcast."""
-    require_float_tensor(q, "q (queries)", "(..., T_q, d_q)", min_ndim=2)
-    require_float_tensor(k, "k (keys)", "(..., T_k, d_k)", min_ndim=2)
-    if q.dtype != k.dtype:
-        raise ValueError(f"q and k must have the same dtype; got {q.dtype} and {k.dtype}")
-    broadcast_batch(q.shape[:-2], k.shape[:-2], "q and k")
-    require_finite(q, "q (queries)")
-    require_finite(k, "k (keys)")
-
-
-def _check_weight(w, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> None:
-    expected = shape_str(shape)
-    require_float_tensor(w, name, expected, ndim=len(shape))
-    if tuple(w.shape) != shape:
-        raise ValueError(f"{name} must have shape {expected}; got {shape_str(w.shape)}")
-    if w.dtype != dtype:
-        raise ValueError(f"{name} must have the dtype of q and k ({dtype}); got {w.dtype}")
-    require_finite(w, name)
 
 
 def bilinear_scores(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -184,35 +127,36 @@ def bilinear_scores(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor) -> torch.
     of the maps). W = I gives the plain dot product.
     q: (..., T_q, d_q), k: (..., T_k, d_k), w: (d_k, d_q)  ->  (..., T_q, T_k)
     """
-    _check_q_k_any_width(q, k)
-    _check_weight(w, "w", (k.shape[-1], q.shape[-1]), q.dtype)
+    require_query_keys_any_width(q, k)
+    require_weight(w, "w", (k.shape[-1], q.shape[-1]), q.dtype)
     projected = q @ w.T  # (..., T_q, d_q) @ (d_q, d_k) -> (..., T_q, d_k) = (W q_i)^T
     return projected @ k.transpose(-2, -1)  # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k)
 
 
 def additive_scores(q: torch.Tensor, k: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor,
-                    v: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """Additive (Bahdanau, "MLP") scores e_ij = v . tanh(W_q q_i + W_k k_j + b).
+                    w_a: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """Additive (Bahdanau, "MLP") scores e_ij = w_a . tanh(W_q q_i + W_k k_j + b).
 
     Equivalent to a one-hidden-layer network on the concatenation [q_i; k_j] with weight
-    [W_q | W_k] and bias b (None: no bias). Unit 01's feed-forward score is this form.
-    Builds a (..., T_q, T_k, d_a) tensor: memory grows with T_q * T_k * d_a.
-    q: (..., T_q, d_q), k: (..., T_k, d_k), w_q: (d_a, d_q), w_k: (d_a, d_k), v: (d_a,),
+    [W_q | W_k] and bias b (None: no bias), read out by the vector w_a. Unit 01's
+    feed-forward score is this form. Builds a (..., T_q, T_k, d_a) tensor: memory grows
+    with T_q * T_k * d_a.
+    q: (..., T_q, d_q), k: (..., T_k, d_k), w_q: (d_a, d_q), w_k: (d_a, d_k), w_a: (d_a,),
     bias: (d_a,) or None  ->  (..., T_q, T_k)
     """
-    _check_q_k_any_width(q, k)
-    require_float_tensor(v, "v", "(d_a,)", ndim=1)
-    d_a = v.shape[0]
-    _check_weight(v, "v", (d_a,), q.dtype)
-    _check_weight(w_q, "w_q", (d_a, q.shape[-1]), q.dtype)
-    _check_weight(w_k, "w_k", (d_a, k.shape[-1]), q.dtype)
+    require_query_keys_any_width(q, k)
+    require_float_tensor(w_a, "w_a", "(d_a,)", ndim=1)
+    d_a = w_a.shape[0]
+    require_weight(w_a, "w_a", (d_a,), q.dtype)
+    require_weight(w_q, "w_q", (d_a, q.shape[-1]), q.dtype)
+    require_weight(w_k, "w_k", (d_a, k.shape[-1]), q.dtype)
     from_q = (q @ w_q.T).unsqueeze(-2)  # (..., T_q, d_a) -> (..., T_q, 1, d_a)
     from_k = (k @ w_k.T).unsqueeze(-3)  # (..., T_k, d_a) -> (..., 1, T_k, d_a)
     pre = from_q + from_k  # (..., T_q, T_k, d_a)
     if bias is not None:
-        _check_weight(bias, "bias", (d_a,), q.dtype)
+        require_weight(bias, "bias", (d_a,), q.dtype)
         pre = pre + bias
-    return torch.tanh(pre) @ v  # (..., T_q, T_k, d_a) @ (d_a,) -> (..., T_q, T_k)
+    return torch.tanh(pre) @ w_a  # (..., T_q, T_k, d_a) @ (d_a,) -> (..., T_q, T_k)
 
 
 def cosine_scores(q: torch.Tensor, k: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
@@ -223,7 +167,7 @@ def cosine_scores(q: torch.Tensor, k: torch.Tensor, eps: float = 1e-8) -> torch.
     scores 0 against everything instead of NaN.
     q: (..., T_q, d_k), k: (..., T_k, d_k)  ->  (..., T_q, T_k)
     """
-    _check_qk(q, k)
+    require_queries_keys(q, k)
     if not isinstance(eps, float) or not eps > 0:
         raise ValueError(f"eps must be a positive float; got {eps!r}")
     q_unit = q / q.norm(dim=-1, keepdim=True).clamp_min(eps)  # (..., T_q, d_k)

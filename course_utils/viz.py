@@ -13,30 +13,11 @@ from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 from matplotlib.ticker import PercentFormatter
 
-from course_utils._checks import shape_str
+from course_utils._checks import require_fraction, require_int, require_labels, require_matrix
 
 __all__ = ["accuracy_by_length_plot", "attention_heatmap"]
-
-
-def _as_matrix(weights) -> np.ndarray:
-    if isinstance(weights, torch.Tensor):
-        weights = weights.detach().to("cpu", torch.float32).numpy()
-    array = np.asarray(weights, dtype=np.float64)
-    if array.ndim != 2:
-        raise ValueError(
-            f"weights must be a 2-d matrix of shape (T_q, T_k), one row per query; got shape "
-            f"{shape_str(array.shape)} (select one example and one head first, e.g. w[0, h])"
-        )
-    if array.size == 0:
-        raise ValueError(
-            f"weights must be a non-empty (T_q, T_k) matrix; got shape {shape_str(array.shape)}"
-        )
-    if not np.isfinite(array).all():
-        raise ValueError("weights contain NaN or inf; expected finite attention weights")
-    return array
 
 
 def attention_heatmap(
@@ -56,19 +37,12 @@ def attention_heatmap(
     annotate: write each weight in its cell (default: when the matrix has at most 12x12 cells).
     Returns the Axes it drew on.
     """
-    matrix = _as_matrix(weights)
+    matrix = require_matrix(weights)
     n_q, n_k = matrix.shape
-    query_tokens, key_tokens = list(query_tokens), list(key_tokens)
-    if len(query_tokens) != n_q:
-        raise ValueError(
-            f"query_tokens must have one label per row: weights are {shape_str(matrix.shape)}, "
-            f"so expected {n_q} labels; got {len(query_tokens)}"
-        )
-    if len(key_tokens) != n_k:
-        raise ValueError(
-            f"key_tokens must have one label per column: weights are {shape_str(matrix.shape)}, "
-            f"so expected {n_k} labels; got {len(key_tokens)}"
-        )
+    query_tokens = require_labels(query_tokens, n_q, "query_tokens", "row", matrix.shape,
+                                  owner="weights are")
+    key_tokens = require_labels(key_tokens, n_k, "key_tokens", "column", matrix.shape,
+                                owner="weights are")
     if ax is None:
         width = min(2.0 + 0.45 * n_k, 14.0)
         height = min(1.5 + 0.4 * n_q, 12.0)
@@ -97,26 +71,15 @@ def attention_heatmap(
 
 def _accuracy_and_count(value, model: str, bucket: str) -> tuple[float, int | None]:
     """(accuracy, count or None) from a float or an (accuracy, count) pair; checked."""
+    name = f"results[{model!r}][{bucket!r}]"
     count = None
     if isinstance(value, tuple | list):
         if len(value) != 2:
-            raise ValueError(f"results[{model!r}][{bucket!r}] must be an accuracy or an "
-                             f"(accuracy, count) pair; got {value!r}")
+            raise ValueError(f"{name} must be an accuracy or an (accuracy, count) pair; "
+                             f"got {value!r}")
         value, count = value
-        if not isinstance(count, int | np.integer) or isinstance(count, bool) or count < 0:
-            raise ValueError(f"the count of results[{model!r}][{bucket!r}] must be an int >= 0; "
-                             f"got {count!r}")
-        count = int(count)
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        value = value.item()
-    if not isinstance(value, int | float | np.number) or isinstance(value, bool):
-        raise ValueError(f"results[{model!r}][{bucket!r}] must be an accuracy in [0, 1]; "
-                         f"got {value!r}")
-    accuracy = float(value)
-    if not 0.0 <= accuracy <= 1.0:  # also False for NaN
-        raise ValueError(f"results[{model!r}][{bucket!r}] must be an accuracy in [0, 1] (a "
-                         f"fraction, not a percentage); got {accuracy!r}")
-    return accuracy, count
+        count = require_int(count, f"the count of {name}", low=0)
+    return require_fraction(value, name, what="an accuracy"), count
 
 
 def accuracy_by_length_plot(

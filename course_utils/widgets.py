@@ -22,7 +22,13 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from course_utils._checks import require_finite, require_float_tensor, shape_str
+from course_utils._checks import (
+    require_finite,
+    require_float_tensor,
+    require_increasing_pair,
+    require_labels,
+    require_number_in,
+)
 from course_utils.attention import masked_softmax
 from course_utils.viz import attention_heatmap
 
@@ -34,9 +40,9 @@ _WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 def row_entropy(weights: torch.Tensor) -> torch.Tensor:
     """Entropy of every row of attention weights, in nats:
 
-        H_i = - sum_j alpha_ij log alpha_ij      (with 0 log 0 = 0)
+        entropy_i = - sum_j alpha_ij log alpha_ij      (with 0 log 0 = 0)
 
-    H_i = 0 when row i puts all its weight on one key, log(n) when it spreads it evenly over
+    entropy_i = 0 when row i puts all its weight on one key, log(n) when it spreads it evenly over
     n keys; an all-zero (fully masked) row has entropy 0.
     weights: (..., T_q, T_k)  ->  (..., T_q)
     """
@@ -51,28 +57,6 @@ def _png_base64(figure: Figure) -> str:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", bbox_inches="tight")
     return base64.b64encode(buffer.getvalue()).decode("ascii")
-
-
-def _check_tokens(tokens, n: int, name: str, what: str, scores_shape) -> list[str]:
-    if isinstance(tokens, str) or not isinstance(tokens, Sequence):
-        raise ValueError(f"{name} must be a list of {n} labels, one per {what}; got "
-                         f"{type(tokens).__name__}")
-    if len(tokens) != n:
-        raise ValueError(f"{name} must have one label per {what}: scores are "
-                         f"{shape_str(scores_shape)}, so expected {n} labels; got {len(tokens)}")
-    return [str(t) for t in tokens]
-
-
-def _check_temperatures(temperatures) -> tuple[float, float]:
-    try:
-        low, high = (float(t) for t in temperatures)
-    except (TypeError, ValueError):
-        raise ValueError(f"temperatures must be a pair (lowest, highest) of positive numbers, "
-                         f"e.g. (0.05, 20.0); got {temperatures!r}") from None
-    if not (math.isfinite(low) and math.isfinite(high) and 0 < low < high):
-        raise ValueError(f"temperatures must be a pair (lowest, highest) with "
-                         f"0 < lowest < highest, both finite; got {temperatures!r}")
-    return low, high
 
 
 class TemperatureExplorer:
@@ -94,13 +78,14 @@ class TemperatureExplorer:
         require_finite(scores, "scores")
         self.scores = scores.detach().to("cpu", torch.float64)  # (T_q, T_k)
         n_q, n_k = self.scores.shape
-        self.query_tokens = _check_tokens(query_tokens, n_q, "query_tokens", "query (row)",
-                                          scores.shape)
-        self.key_tokens = _check_tokens(key_tokens, n_k, "key_tokens", "key (column)",
-                                        scores.shape)
+        self.query_tokens = require_labels(query_tokens, n_q, "query_tokens", "query (row)",
+                                           scores.shape, owner="scores are")
+        self.key_tokens = require_labels(key_tokens, n_k, "key_tokens", "key (column)",
+                                         scores.shape, owner="scores are")
         masked_softmax(self.scores, mask)  # validates the mask: bool, broadcastable to (T_q, T_k)
         self.mask = None if mask is None else mask.detach().cpu()
-        self.low, self.high = _check_temperatures(temperatures)
+        self.low, self.high = require_increasing_pair(temperatures, "temperatures",
+                                                      example="(0.05, 20.0)")
         self.title = title
         self.figure = Figure(figsize=(min(4.0 + 0.5 * n_k, 13.0), min(1.8 + 0.4 * n_q, 8.0)))
         self._output = ipywidgets.Output()
@@ -119,15 +104,9 @@ class TemperatureExplorer:
             self.update(change["new"])
 
     def _check_tau(self, tau) -> float:
-        if isinstance(tau, bool) or not isinstance(tau, int | float | np.floating):
-            raise ValueError(f"tau must be a number in [{self.low:g}, {self.high:g}]; "
-                             f"got {tau!r}")
-        tau = float(tau)
-        # a small tolerance: the slider's log scale does not hit the ends exactly
-        if not self.low * (1 - 1e-9) <= tau <= self.high * (1 + 1e-9):
-            raise ValueError(f"tau must be a positive temperature in the explorer's range "
-                             f"[{self.low:g}, {self.high:g}]; got {tau!r}")
-        return tau
+        return require_number_in(tau, "tau", self.low, self.high,
+                                 what="a positive temperature in the explorer's range",
+                                 rel_tol=1e-9)
 
     def update(self, tau: float) -> None:
         """Recompute alpha = masked_softmax(e / tau, mask) and the row entropies; redraw."""
@@ -160,7 +139,7 @@ class TemperatureExplorer:
         entropy_ax.set_yticks(rows, labels=self.query_tokens)
         entropy_ax.set_ylim(len(rows) - 0.5, -0.5)  # first query on top, as in the heatmap
         entropy_ax.set_xlim(0, max(float(uniform.max()), 1e-3) * 1.1)
-        entropy_ax.set_xlabel("entropy H(α_i), nats\n(| marks log n: uniform)")
+        entropy_ax.set_xlabel("entropy of α_i, nats\n(| marks log n: uniform)")
         entropy_ax.set_title("entropy of each row")
         if self.title:
             self.figure.suptitle(self.title)

@@ -63,44 +63,44 @@ def test_learned_key_and_query_maps_are_a_low_rank_bilinear_form():
 
 def test_additive_scores_match_an_explicit_loop():
     q, k = randn(2, 3, 4, seed=1), randn(2, 5, 6, seed=2)
-    w_q, w_k, v = randn(7, 4, seed=3), randn(7, 6, seed=4), randn(7, seed=5)
-    e = A.additive_scores(q, k, w_q, w_k, v)
+    w_q, w_k, w_a = randn(7, 4, seed=3), randn(7, 6, seed=4), randn(7, seed=5)
+    e = A.additive_scores(q, k, w_q, w_k, w_a)
     assert e.shape == (2, 3, 5)
     for b in range(2):
         for i in range(3):
             for j in range(5):
-                expected = v @ torch.tanh(w_q @ q[b, i] + w_k @ k[b, j])
+                expected = w_a @ torch.tanh(w_q @ q[b, i] + w_k @ k[b, j])
                 assert math.isclose(float(e[b, i, j]), float(expected), rel_tol=1e-12,
                                     abs_tol=1e-12)
 
 
 def test_additive_scores_with_a_bias_match_an_explicit_loop():
     q, k = randn(3, 4, seed=1), randn(5, 2, seed=2)
-    w_q, w_k, v, b = randn(6, 4, seed=3), randn(6, 2, seed=4), randn(6, seed=5), randn(6, seed=6)
-    e = A.additive_scores(q, k, w_q, w_k, v, bias=b)
-    expected = torch.tensor([[float(v @ torch.tanh(w_q @ q[i] + w_k @ k[j] + b))
+    w_q, w_k, w_a, b = randn(6, 4, seed=3), randn(6, 2, seed=4), randn(6, seed=5), randn(6, seed=6)
+    e = A.additive_scores(q, k, w_q, w_k, w_a, bias=b)
+    expected = torch.tensor([[float(w_a @ torch.tanh(w_q @ q[i] + w_k @ k[j] + b))
                               for j in range(5)] for i in range(3)], dtype=torch.float64)
     torch.testing.assert_close(e, expected)
     with pytest.raises(ValueError, match=r"bias must have shape \(6,\)"):
-        A.additive_scores(q, k, w_q, w_k, v, bias=torch.zeros(5, dtype=torch.float64))
+        A.additive_scores(q, k, w_q, w_k, w_a, bias=torch.zeros(5, dtype=torch.float64))
 
 
 def test_additive_scores_are_an_mlp_on_the_concatenation():
     q, k = randn(3, 4, seed=1), randn(5, 2, seed=2)
-    w_q, w_k, v = randn(6, 4, seed=3), randn(6, 2, seed=4), randn(6, seed=5)
+    w_q, w_k, w_a = randn(6, 4, seed=3), randn(6, 2, seed=4), randn(6, seed=5)
     mlp = torch.nn.Linear(6, 6, bias=False).double()
     with torch.no_grad():
         mlp.weight.copy_(torch.cat([w_q, w_k], dim=1))  # (d_a, d_q + d_k)
     pairs = torch.cat([q.unsqueeze(1).expand(3, 5, 4), k.unsqueeze(0).expand(3, 5, 2)], -1)
-    torch.testing.assert_close(A.additive_scores(q, k, w_q, w_k, v),
-                               torch.tanh(mlp(pairs)) @ v)
+    torch.testing.assert_close(A.additive_scores(q, k, w_q, w_k, w_a),
+                               torch.tanh(mlp(pairs)) @ w_a)
 
 
 def test_additive_scores_are_bounded_by_the_norm_of_v():
     q, k = randn(4, 3, seed=1) * 1e3, randn(6, 3, seed=2) * 1e3
-    v = randn(5, seed=3)
-    e = A.additive_scores(q, k, randn(5, 3, seed=4), randn(5, 3, seed=5), v)
-    assert float(e.abs().max()) <= float(v.abs().sum()) + 1e-9  # tanh saturates, never overflows
+    w_a = randn(5, seed=3)
+    e = A.additive_scores(q, k, randn(5, 3, seed=4), randn(5, 3, seed=5), w_a)
+    assert float(e.abs().max()) <= float(w_a.abs().sum()) + 1e-9  # tanh saturates, never overflows
 
 
 def test_additive_scores_reject_mismatched_parameters():
@@ -109,7 +109,7 @@ def test_additive_scores_reject_mismatched_parameters():
         A.additive_scores(q, k, torch.zeros(7, 6), torch.zeros(7, 6), torch.zeros(7))
     with pytest.raises(ValueError, match=r"w_k must have shape \(7, 6\)"):
         A.additive_scores(q, k, torch.zeros(7, 4), torch.zeros(6, 7), torch.zeros(7))
-    with pytest.raises(ValueError, match=r"v must have 1 dimension"):
+    with pytest.raises(ValueError, match=r"w_a must have 1 dimension"):
         A.additive_scores(q, k, torch.zeros(7, 4), torch.zeros(7, 6), torch.zeros(7, 1))
 
 

@@ -193,8 +193,8 @@ def test_random_pair_draws_within_bounds():
     (dict(n_test=-1), r"n_test must be an int >= 0"),
     (dict(seed=-1), r"seed must be an int >= 0"),
     (dict(seed="0"), r"seed must be an int >= 0"),
-    (dict(min_numbers=0), r"min_numbers must be an int >= 1"),
-    (dict(min_numbers=True), r"min_numbers must be an int >= 1"),
+    (dict(min_numbers=0), r"min_numbers must be a positive int"),
+    (dict(min_numbers=True), r"min_numbers must be a positive int"),
     (dict(min_numbers=5, max_numbers=4), r"max_numbers must be an int >= 5"),
     (dict(n_train=0, n_test=0), r"n_train \+ n_test must be positive"),
 ])

@@ -4,6 +4,8 @@ import pytest
 import torch
 
 from course_utils.data import END, PAD, START, UNK, Vocabulary, minibatches, pad_batch
+from course_utils.data.translation import source_vocabulary, target_vocabulary
+from course_utils.data.vocab import END_ID, PAD_ID, START_ID, UNK_ID
 
 
 def test_specials_come_first_and_padding_is_zero():
@@ -13,11 +15,22 @@ def test_specials_come_first_and_padding_is_zero():
     assert vocab.tokens[4:] == ["b", "a", "c"]  # most frequent first, ties by first seen
 
 
+def test_the_special_ids_are_the_constants_in_every_vocabulary():
+    assert (PAD_ID, START_ID, END_ID, UNK_ID) == (0, 1, 2, 3)
+    for vocab in (Vocabulary.build([["b", "a"]]), source_vocabulary(), target_vocabulary()):
+        assert [vocab.ids[t] for t in (PAD, START, END, UNK)] == [PAD_ID, START_ID, END_ID, UNK_ID]
+        assert (vocab.pad_id, vocab.start_id, vocab.end_id, vocab.unk_id) == \
+            (PAD_ID, START_ID, END_ID, UNK_ID)
+        assert vocab.encode(["never seen"], start=True, end=True) == [START_ID, UNK_ID, END_ID]
+    ids, _ = pad_batch([[5], [5, 6]])
+    assert ids[0, 1] == PAD_ID
+
+
 def test_min_count_and_max_size():
     seqs = [["x"] * 3 + ["y"] * 2 + ["z"]]
     assert Vocabulary.build(seqs, min_count=2).tokens[4:] == ["x", "y"]
     assert Vocabulary.build(seqs, max_size=5).tokens[4:] == ["x"]
-    with pytest.raises(ValueError, match="max_size must be at least 4"):
+    with pytest.raises(ValueError, match="max_size must be an int >= 4"):
         Vocabulary.build(seqs, max_size=2)
     with pytest.raises(ValueError, match="min_count"):
         Vocabulary.build(seqs, min_count=0)

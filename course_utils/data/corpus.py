@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from course_utils._checks import require_int
 from course_utils.data.vocab import Vocabulary
 
 __all__ = [
@@ -137,7 +138,7 @@ class Corpus:
     """A train / held-out split of the plays, with the vocabulary built on the training part.
 
     train_ids, heldout_ids: (N,) int64 tensors of token ids, the plays one after the other.
-    Words outside the vocabulary are <unk> (id 3); <pad> (id 0) never occurs in the text.
+    Words outside the vocabulary are <unk> (UNK_ID); <pad> (PAD_ID) never occurs in the text.
     """
 
     vocab: Vocabulary
@@ -179,8 +180,8 @@ def load_corpus(
         raise ValueError(f"each play may be listed once; got {plays}")
     if not isinstance(heldout_fraction, float) or not 0.0 < heldout_fraction < 0.5:
         raise ValueError(f"heldout_fraction must be a float in (0, 0.5); got {heldout_fraction!r}")
-    if max_train_tokens is not None and max_train_tokens < 1:
-        raise ValueError(f"max_train_tokens must be a positive int or None; got {max_train_tokens}")
+    if max_train_tokens is not None:
+        require_int(max_train_tokens, "max_train_tokens")
     train, heldout = [], []
     for name in plays:
         tokens = play_tokens(name)

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import torch
 
-from course_utils.data.vocab import SPECIALS, Vocabulary, pad_batch
+from course_utils._checks import require_int
+from course_utils.data.vocab import PAD_ID, SPECIALS, Vocabulary, pad_batch
 
 __all__ = [
     "LENGTH_EDGES",
@@ -134,22 +135,17 @@ class TranslationTask:
     tgt_vocab: Vocabulary
 
 
-def _check_int(value, name: str, low: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}; got {value!r}")
-
-
 def make_task(n_train: int = 6000, n_test: int = 1000, seed: int = 0, *,
               min_numbers: int = 2, max_numbers: int = 12) -> TranslationTask:
     """Train and held-out pairs drawn with `seed`; every pair holds min_numbers..max_numbers
     numbers (uniformly), so a source has up to 4 * max_numbers - 1 words (about 3.5 per
     number on average; 3 to 47 with the defaults). A held-out source never occurs in
     training. Deterministic: the same arguments give the same task."""
-    _check_int(n_train, "n_train", 0)
-    _check_int(n_test, "n_test", 0)
-    _check_int(seed, "seed", 0)
-    _check_int(min_numbers, "min_numbers", 1)
-    _check_int(max_numbers, "max_numbers", min_numbers)
+    require_int(n_train, "n_train", low=0)
+    require_int(n_test, "n_test", low=0)
+    require_int(seed, "seed", low=0)
+    require_int(min_numbers, "min_numbers")
+    require_int(max_numbers, "max_numbers", low=min_numbers)
     if n_train + n_test == 0:
         raise ValueError("n_train + n_test must be positive")
     rng = random.Random(seed)
@@ -172,8 +168,8 @@ def make_task(n_train: int = 6000, n_test: int = 1000, seed: int = 0, *,
 class TranslationBatch:
     """Padded tensors for a list of pairs.
 
-    src (B, S) int64 source ids padded with <pad> = 0; src_lengths (B,) int64;
-    tgt (B, T) int64 target ids `<start> y_1 .. y_n <end>` padded with 0.
+    src (B, S) int64 source ids padded with <pad> = PAD_ID; src_lengths (B,) int64;
+    tgt (B, T) int64 target ids `<start> y_1 .. y_n <end>` padded with PAD_ID.
     The decoder reads tgt[:, :-1] and is trained to predict tgt[:, 1:].
     """
 
@@ -189,7 +185,7 @@ class TranslationBatch:
         row of the selection needs."""
         src, lengths, tgt = self.src[index], self.src_lengths[index], self.tgt[index]
         src = src[:, : int(lengths.max())]  # (b, S') with S' = the longest selected source
-        tgt = tgt[:, : int((tgt != 0).sum(1).max())]  # (b, T')
+        tgt = tgt[:, : int((tgt != PAD_ID).sum(1).max())]  # (b, T')
         return TranslationBatch(src, lengths, tgt)
 
 

@@ -1,7 +1,9 @@
 """Vocabularies, padding and minibatches: what every text task of the course shares.
 
 A `Vocabulary` maps tokens to ids and back. Its first ids are the special tokens
-`<pad>` = 0, `<start>` = 1, `<end>` = 2, `<unk>` = 3, so that padding is always id 0.
+`<pad>` = PAD_ID = 0, `<start>` = START_ID = 1, `<end>` = END_ID = 2, `<unk>` = UNK_ID = 3,
+the same in every vocabulary, so that padding is always id 0. These four constants are the
+only definition of the special ids in the course; every other module imports them.
 """
 
 from __future__ import annotations
@@ -11,10 +13,18 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import torch
 
-__all__ = ["END", "PAD", "SPECIALS", "START", "UNK", "Vocabulary", "minibatches", "pad_batch"]
+from course_utils._checks import require_int
+
+__all__ = [
+    "END", "END_ID", "PAD", "PAD_ID", "SPECIALS", "START", "START_ID", "UNK", "UNK_ID",
+    "Vocabulary", "minibatches", "pad_batch",
+]
 
 PAD, START, END, UNK = "<pad>", "<start>", "<end>", "<unk>"
-SPECIALS = (PAD, START, END, UNK)
+PAD_ID, START_ID, END_ID, UNK_ID = 0, 1, 2, 3
+SPECIALS = (PAD, START, END, UNK)  # a Vocabulary lists them first, in this order
+# ... so that the id of each special token is its constant:
+assert [SPECIALS.index(t) for t in (PAD, START, END, UNK)] == [PAD_ID, START_ID, END_ID, UNK_ID]
 
 
 class Vocabulary:
@@ -34,14 +44,12 @@ class Vocabulary:
               max_size: int | None = None) -> Vocabulary:
         """The tokens of `sequences` seen at least `min_count` times, most frequent first
         (ties in first-seen order), after the special tokens; at most `max_size` in all."""
-        if min_count < 1:
-            raise ValueError(f"min_count must be at least 1, got {min_count}")
+        require_int(min_count, "min_count")
         counts = Counter(token for seq in sequences for token in seq)
         ordered = [t for t, n in sorted(counts.items(), key=lambda kv: -kv[1])
                    if n >= min_count and t not in SPECIALS]
         if max_size is not None:
-            if max_size < len(SPECIALS):
-                raise ValueError(f"max_size must be at least {len(SPECIALS)}, got {max_size}")
+            require_int(max_size, "max_size", low=len(SPECIALS))
             ordered = ordered[: max_size - len(SPECIALS)]
         return cls([*SPECIALS, *ordered])
 
@@ -54,10 +62,10 @@ class Vocabulary:
     def __repr__(self) -> str:
         return f"Vocabulary({len(self)} tokens: {self.tokens[4:10]}...)"
 
-    pad_id = property(lambda self: 0, doc="id of <pad> (always 0)")
-    start_id = property(lambda self: 1, doc="id of <start>")
-    end_id = property(lambda self: 2, doc="id of <end>")
-    unk_id = property(lambda self: 3, doc="id of <unk>")
+    pad_id = property(lambda self: PAD_ID, doc="id of <pad> (PAD_ID, always 0)")
+    start_id = property(lambda self: START_ID, doc="id of <start> (START_ID)")
+    end_id = property(lambda self: END_ID, doc="id of <end> (END_ID)")
+    unk_id = property(lambda self: UNK_ID, doc="id of <unk> (UNK_ID)")
 
     def encode(self, tokens: Iterable[str], *, start: bool = False, end: bool = False
                ) -> list[int]:
@@ -79,7 +87,7 @@ class Vocabulary:
         return out
 
 
-def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int = 0
+def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int = PAD_ID
               ) -> tuple[torch.Tensor, torch.Tensor]:
     """Stack id sequences of different lengths into one tensor.
 
@@ -101,7 +109,7 @@ def minibatches(n: int, batch_size: int, *, generator: torch.Generator | None = 
                 shuffle: bool = True) -> Iterator[torch.Tensor]:
     """Index tensors that split range(n) into batches of `batch_size` (the last may be
     smaller), in a random order drawn from `generator` when `shuffle`."""
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size}")
+    require_int(n, "n", low=0)
+    require_int(batch_size, "batch_size")
     order = torch.randperm(n, generator=generator) if shuffle else torch.arange(n)
     yield from order.split(batch_size)
