@@ -1,19 +1,35 @@
 """course_utils: the reference code that the lectures, the exercises and the tests share.
 
-One module per concept:
-    attention  softmax, masked softmax, score functions, scaled dot-product attention
-    data       vocabularies and batching; unit 01's Shakespeare corpus; the translation task
-    bow        unit 01: bigram, mean and attention bag-of-words language models
-    seq2seq    units 02-03: GRU encoder-decoder, attention decoder (Bahdanau), padded loss,
-               greedy decoding, metrics, alignment hit rate, training
-    viz        attention heatmaps and accuracy-by-length curves (plots only, no model code)
-    widgets    ipywidgets explorers (a softmax-temperature slider); they also leave a static
-               figure in notebooks executed without a browser
-    training   seeding, accuracy per length bucket
-    grading    the checks that exercise tests use
-    integrity  the record of genuine functions that test cells check for tampering
-    sandbox    the jail that autograded student code runs in
-    autograde  batch grading (`make autograde`); report: the instructor's report
+One module per concept; an arrow is "imports" (no cycles, no imports inside functions):
+
+    _checks           the argument checks of every public function (one ValueError style)
+    attention         softmax, masked softmax, score functions, scaled dot-product attention
+    data              vocab: Vocabulary, the special ids PAD_ID START_ID END_ID UNK_ID,
+                      padding, minibatches; corpus: unit 01's Shakespeare; translation: the
+                      numbers-in-words task of units 02-04
+    progress          the one progress bar (text in a notebook, tqdm in a terminal)
+    training          fit (the one training loop) -> History, running_mean, seconds_per_call,
+                      seed_everything, accuracy_by_bucket                     -> progress
+    bow               unit 01: bigram, mean and attention bag-of-words LMs, train_lm
+                                                              -> attention, training
+    seq2seq           unit 02: Seq2SeqConfig, config_for, encoder, decoder, initial_state,
+                      greedy decoding, padded loss, exact match       -> data.translation
+    attention_decoder unit 03: Attention, AttentionDecoder, context_gru_step,
+                      alignment_hit_rate                              -> seq2seq, attention
+    translator        units 02-04: Seq2Seq (encoder + either decoder), train, evaluate
+                                              -> seq2seq, attention_decoder, training
+    viz               attention heatmaps and accuracy-by-length curves (plots only)
+    widgets           ipywidgets explorers (a softmax-temperature slider); they also leave a
+                      static figure in notebooks executed without a browser
+    grading           the checks that exercise tests use
+    integrity         the record of genuine functions that test cells check for tampering
+    sandbox           the jail that autograded student code runs in
+    autograde         batch grading (`make autograde`); report: the instructor's report
+
+Notation (README and lecture 00 have the table): B batch, N examples, S/T source/target
+length, T_q/T_k query/key length, V vocabulary size, d_emb embedding width, d_h RNN state
+width, d_enc encoder state width, d_a additive scorer width, d_k/d_v key and value widths,
+n_ctx unit 01's context window; shapes are written (B, S, d_enc).
 """
 
 __version__ = "0.1.0"

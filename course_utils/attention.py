@@ -119,17 +119,17 @@ def scaled_dot_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
 
 
-def bilinear_scores(q: torch.Tensor, k: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """Multiplicative (bilinear, Luong's "general") scores e_ij = k_j^T W q_i.
+def bilinear_scores(q: torch.Tensor, k: torch.Tensor, w_e: torch.Tensor) -> torch.Tensor:
+    """Multiplicative (bilinear, Luong's "general") scores e_ij = k_j^T W_e q_i.
 
     With learned maps of keys and queries, k(h) = W_k h and q(s) = W_q s, the dot product
-    k(h) . q(s) = h^T W_k^T W_q s is this form with W = W_k^T W_q (of rank at most the width
-    of the maps). W = I gives the plain dot product.
-    q: (..., T_q, d_q), k: (..., T_k, d_k), w: (d_k, d_q)  ->  (..., T_q, T_k)
+    k(h) . q(s) = h^T W_k^T W_q s is this form with W_e = W_k^T W_q (of rank at most the
+    width of the maps). W_e = I gives the plain dot product.
+    q: (..., T_q, d_q), k: (..., T_k, d_k), w_e: (d_k, d_q)  ->  (..., T_q, T_k)
     """
     require_query_keys_any_width(q, k)
-    require_weight(w, "w", (k.shape[-1], q.shape[-1]), q.dtype)
-    projected = q @ w.T  # (..., T_q, d_q) @ (d_q, d_k) -> (..., T_q, d_k) = (W q_i)^T
+    require_weight(w_e, "w_e", (k.shape[-1], q.shape[-1]), q.dtype)
+    projected = q @ w_e.T  # (..., T_q, d_q) @ (d_q, d_k) -> (..., T_q, d_k) = (W_e q_i)^T
     return projected @ k.transpose(-2, -1)  # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k)
 
 

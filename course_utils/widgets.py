@@ -90,7 +90,7 @@ class TemperatureExplorer:
         self.figure = Figure(figsize=(min(4.0 + 0.5 * n_k, 13.0), min(1.8 + 0.4 * n_q, 8.0)))
         self._output = ipywidgets.Output()
         self.slider = ipywidgets.FloatLogSlider(
-            value=self._check_tau(tau), base=10, min=math.log10(self.low),
+            value=self._in_range(tau), base=10, min=math.log10(self.low),
             max=math.log10(self.high), step=0.02, description="τ (temperature)",
             readout_format=".3g", continuous_update=False,
             style={"description_width": "initial"},
@@ -103,14 +103,14 @@ class TemperatureExplorer:
         if not math.isclose(change["new"], self.tau, rel_tol=1e-12):
             self.update(change["new"])
 
-    def _check_tau(self, tau) -> float:
+    def _in_range(self, tau) -> float:
         return require_number_in(tau, "tau", self.low, self.high,
                                  what="a positive temperature in the explorer's range",
                                  rel_tol=1e-9)
 
     def update(self, tau: float) -> None:
         """Recompute alpha = masked_softmax(e / tau, mask) and the row entropies; redraw."""
-        self.tau = self._check_tau(tau)
+        self.tau = self._in_range(tau)
         if not math.isclose(self.slider.value, self.tau, rel_tol=1e-12):
             self.slider.value = self.tau  # called from code: move the slider too (no redraw)
         self.weights = masked_softmax(self.scores / self.tau, self.mask)  # (T_q, T_k)

@@ -24,7 +24,7 @@ def test_bilinear_scores_hand_example_and_the_orientation_of_w():
     w = torch.tensor([[1.0, 0.0], [0.0, 0.0], [0.0, 3.0]])  # (d_k, d_q)
     # e_0 = k_0^T W q = [1, 0, 0] . [1, 0, 6] = 1;  e_1 = [0, 0, 1] . [1, 0, 6] = 6
     torch.testing.assert_close(A.bilinear_scores(q, k, w), torch.tensor([[1.0, 6.0]]))
-    with pytest.raises(ValueError, match=r"w must have shape \(3, 2\)"):
+    with pytest.raises(ValueError, match=r"w_e must have shape \(3, 2\)"):
         A.bilinear_scores(q, k, w.T)  # the transposed matrix names the widths the wrong way
 
 

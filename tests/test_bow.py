@@ -22,7 +22,7 @@ def rand_mask(*shape, seed=0, p=0.7):
 
 def small_model(pooling="attention", score="dot", vocab=30, seed=0):
     torch.manual_seed(seed)
-    config = bow.BowConfig(vocab, d_model=8, window=4, pooling=pooling, score=score, d_hidden=6)
+    config = bow.BowConfig(vocab, d_emb=8, n_ctx=4, pooling=pooling, score=score, d_a=6)
     return bow.BagOfWordsLM(config)
 
 
@@ -45,7 +45,7 @@ def test_context_windows_mask_padding_inside_a_sequence_too():
     assert mask[1].tolist() == [[False, False], [False, True], [True, True]]
     with pytest.raises(ValueError, match=r"shape \(B, T\)"):
         bow.context_windows(torch.tensor([1, 2, 3]), 2)
-    with pytest.raises(ValueError, match="window must be a positive int"):
+    with pytest.raises(ValueError, match="n_ctx must be a positive int"):
         bow.context_windows(ids, 0)
 
 
@@ -87,10 +87,10 @@ def test_feedforward_scores_break_the_symmetry():
 @pytest.mark.parametrize(
     ("query", "keys", "match"),
     [
-        (torch.zeros(2, 3, 4), torch.zeros(2, 3, 4), r"\(2, 3, W, 4\)"),  # keys without W
-        (torch.zeros(2, 3, 4), torch.zeros(2, 3, 5, 6), r"\(2, 3, W, 4\)"),  # wrong width
-        (torch.zeros(2, 3, 4), torch.zeros(3, 2, 5, 4), r"\(2, 3, W, 4\)"),  # wrong batch
-        (torch.zeros(2, 3, 4, dtype=torch.long), torch.zeros(2, 3, 5, 4), r"\(\.\.\., D\)"),
+        (torch.zeros(2, 3, 4), torch.zeros(2, 3, 4), r"\(2, 3, n_ctx, 4\)"),  # keys without n_ctx
+        (torch.zeros(2, 3, 4), torch.zeros(2, 3, 5, 6), r"\(2, 3, n_ctx, 4\)"),  # wrong width
+        (torch.zeros(2, 3, 4), torch.zeros(3, 2, 5, 4), r"\(2, 3, n_ctx, 4\)"),  # wrong batch
+        (torch.zeros(2, 3, 4, dtype=torch.long), torch.zeros(2, 3, 5, 4), r"\(\.\.\., d_emb\)"),
     ],
 )
 def test_scores_reject_bad_shapes_naming_the_expected_one(query, keys, match):
@@ -103,7 +103,7 @@ def test_scores_reject_bad_shapes_naming_the_expected_one(query, keys, match):
 
 def test_feedforward_scores_reject_bad_parameters():
     q, k = torch.zeros(2, 4), torch.zeros(2, 5, 4)
-    with pytest.raises(ValueError, match=r"\(H, 8\)"):
+    with pytest.raises(ValueError, match=r"\(d_a, 8\)"):
         bow.feedforward_scores(q, k, torch.zeros(3, 4), torch.zeros(3), torch.zeros(3))
     with pytest.raises(ValueError, match=r"\(3,\)"):
         bow.feedforward_scores(q, k, torch.zeros(3, 8), torch.zeros(2), torch.zeros(3))
@@ -160,7 +160,7 @@ def test_mean_bag_is_attention_with_equal_scores_and_agrees_with_sdpa():
 
 def test_bags_reject_bad_masks_and_scores():
     values = torch.zeros(2, 3, 4, 5)
-    with pytest.raises(ValueError, match=r"mask must be a bool tensor of shape \(2, 3, 4\)"):
+    with pytest.raises(ValueError, match=r"mask must have dtype torch.bool .*shape \(2, 3, 4\)"):
         bow.mean_bag_of_words(values, torch.ones(2, 3, 4))
     with pytest.raises(ValueError, match=r"mask must have shape \(2, 3, 4\)"):
         bow.attention_bag_of_words(torch.zeros(2, 3, 4), values, torch.ones(2, 3, 5, dtype=bool))
@@ -195,15 +195,15 @@ def test_model_forward_follows_the_formula():
     model = small_model("attention", "dot")
     ids = torch.tensor([[5, 9, 5, 12, 3, 7]])
     logits, alpha = model(ids)
-    E, C, c = model.embed.weight, model.out.weight, model.out.bias
+    E, W_o, b_o = model.embed.weight, model.out.weight, model.out.bias
     t = 5  # predicts the word after ids[0, 5]; its window is ids[0, 1:5]
     window = E[ids[0, 1:5]]  # (W, D)
     weights = torch.softmax(window @ E[ids[0, t]], dim=0)  # scored against w_{i-1} = ids[0, t]
-    expected = C @ torch.cat([E[ids[0, t]], weights @ window]) + c
+    expected = W_o @ torch.cat([E[ids[0, t]], weights @ window]) + b_o
     torch.testing.assert_close(alpha[0, t], weights)
     torch.testing.assert_close(logits[0, t], expected)
     # position 0 has no earlier words: the bag is zero and the prediction is the bigram part
-    torch.testing.assert_close(logits[0, 0], C[:, :8] @ E[ids[0, 0]] + c)
+    torch.testing.assert_close(logits[0, 0], W_o[:, :8] @ E[ids[0, 0]] + b_o)
 
 
 def test_model_and_config_reject_bad_inputs():
@@ -214,8 +214,10 @@ def test_model_and_config_reject_bad_inputs():
         model(torch.tensor([[1, 30]]))
     with pytest.raises(ValueError, match="pooling must be one of"):
         bow.BowConfig(10, pooling="max")
-    with pytest.raises(ValueError, match="score must be one of"):
+    with pytest.raises(ValueError, match="score must be 'dot' or 'feedforward'; got 'cosine'"):
         bow.BowConfig(10, score="cosine")
+    with pytest.raises(ValueError, match="positions must be a bool"):
+        bow.BowConfig(10, positions="False")
 
 
 def test_get_batch_and_perplexity_of_a_uniform_model():
@@ -234,8 +236,8 @@ def test_get_batch_and_perplexity_of_a_uniform_model():
 # --------------------------------------------------------------------------- training
 
 
-LECTURE_SETTINGS = {"d_model": 32, "window": 8}  # as in lecture 01
-TRAIN_SETTINGS = {"steps": 800, "batch_size": 32, "seq_len": 32, "lr": 0.01}
+LECTURE_SETTINGS = {"d_emb": 32, "n_ctx": 8}  # as in lecture 01
+TRAIN_SETTINGS = {"n_steps": 800, "batch_size": 32, "seq_len": 32, "lr": 0.01}
 MODELS = {
     "bigram": {"pooling": "none"},
     "mean": {"pooling": "mean"},
@@ -264,7 +266,7 @@ def trained():
 
 def test_training_lowers_the_loss(trained):
     ppl, history = trained["mean"]
-    losses = history["train_loss"]
+    losses = history.loss
     assert len(losses) == 800 and sum(losses[-50:]) < sum(losses[:50]) - 50 * 1.0
     assert math.isfinite(ppl)
 
@@ -277,9 +279,39 @@ def test_training_is_deterministic():
     for _ in range(2):
         generator = seed_everything(3)
         model = small_model("attention", "feedforward", vocab=60)
-        runs.append(bow.train_lm(model, text, steps=20, batch_size=4, seq_len=8,
-                                 generator=generator, progress=False)["train_loss"])
+        runs.append(bow.train_lm(model, text, n_steps=20, batch_size=4, seq_len=8,
+                                 generator=generator, progress=False).loss)
     assert runs[0] == runs[1]
+
+
+def test_train_lm_is_fit_with_random_stretches_and_held_out_perplexity():
+    """train_lm = training.fit on get_batch batches with the next-word loss; the perplexity
+    is measured every eval_every steps and after the last one."""
+    from course_utils import seed_everything
+    from course_utils.training import History, fit
+
+    text = torch.arange(4, 400) % 50 + 4
+    heldout = torch.arange(7, 140) % 50 + 4
+    generator = seed_everything(3)
+    model = small_model("attention", "dot", vocab=60)
+    history = bow.train_lm(model, text, n_steps=12, batch_size=4, seq_len=8, lr=0.02,
+                           generator=generator, heldout_ids=heldout, eval_every=5,
+                           progress=False)
+    assert isinstance(history, History) and len(history.loss) == 12
+    assert history.eval_step == [5, 10, 12] and history.steps_per_epoch is None
+    assert history.metrics["perplexity"][-1] == bow.perplexity(model, heldout, seq_len=8)
+    assert not model.training
+    generator = seed_everything(3)
+    by_fit = small_model("attention", "dot", vocab=60)
+    batches = (bow.get_batch(text, 4, 8, generator) for _ in range(12))
+    same = fit(by_fit, bow.next_word_loss, batches, n_steps=12, lr=0.02, progress=False)
+    assert same.loss == history.loss
+    for a, b in zip(model.parameters(), by_fit.parameters(), strict=True):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="eval_every = 5 needs heldout_ids"):
+        bow.train_lm(model, text, n_steps=2, eval_every=5, progress=False)
+    with pytest.raises(ValueError, match="n_steps must be a positive int"):
+        bow.train_lm(model, text, n_steps=0, progress=False)
 
 
 def test_attention_beats_the_mean_bag_of_words_on_held_out_text(trained):
@@ -295,7 +327,7 @@ def test_attention_beats_the_mean_bag_of_words_on_held_out_text(trained):
 def test_position_options():
     ids = torch.randint(1, 30, (2, 9), generator=torch.Generator().manual_seed(0))
     torch.manual_seed(0)
-    config = bow.BowConfig(30, d_model=8, window=4, pooling="attention", score="dot",
+    config = bow.BowConfig(30, d_emb=8, n_ctx=4, pooling="attention", score="dot",
                            positions=True)
     model = bow.BagOfWordsLM(config)
     assert model.key_position.shape == (4, 8)
@@ -305,15 +337,16 @@ def test_position_options():
     # the position vector changes the scores, not the values: the bag still averages E(w_k)
     logits, alpha = model(ids)
     assert not torch.allclose(alpha, before)
-    E, C, c = model.embed.weight, model.out.weight, model.out.bias
+    E, W_o, b_o = model.embed.weight, model.out.weight, model.out.bias
     t = 6
     window = E[ids[0, t - 4:t]]  # (W, D)
     scores = (window + model.key_position) @ E[ids[0, t]]
     weights = torch.softmax(scores, dim=0)
     torch.testing.assert_close(alpha[0, t], weights)
-    torch.testing.assert_close(logits[0, t], C @ torch.cat([E[ids[0, t]], weights @ window]) + c)
+    expected = W_o @ torch.cat([E[ids[0, t]], weights @ window]) + b_o
+    torch.testing.assert_close(logits[0, t], expected)
     # the position-only control: the same weights for every context
-    control = bow.BagOfWordsLM(bow.BowConfig(30, d_model=8, window=4, pooling="position"))
+    control = bow.BagOfWordsLM(bow.BowConfig(30, d_emb=8, n_ctx=4, pooling="position"))
     with torch.no_grad():
         control.slot_score.copy_(torch.tensor([0.0, 1.0, 2.0, 3.0]))
     _, alpha = control(ids)
@@ -354,7 +387,7 @@ def test_weights_by_position_of_a_model_mix_the_embeddings_into_its_bag():
     with torch.no_grad():
         _, alpha = model(ids)
         embeddings = model.embed(ids)  # (B, T, D)
-        context, mask = bow.context_windows(ids, model.config.window)
+        context, mask = bow.context_windows(ids, model.config.n_ctx)
         scores = model.scores(embeddings, model.embed(context))
         bag, _ = bow.attention_bag_of_words(scores, model.embed(context), mask)  # (B, T, D)
     weights = bow.weights_by_position(alpha)  # (B, T, T)
@@ -364,7 +397,8 @@ def test_weights_by_position_of_a_model_mix_the_embeddings_into_its_bag():
 
 
 def test_weights_by_position_rejects_bad_input():
-    with pytest.raises(ValueError, match=r"alpha must have 3 dimension\(s\), shape \(B, T, W\)"):
+    with pytest.raises(ValueError,
+                       match=r"alpha must have 3 dimension\(s\), shape \(B, T, n_ctx\)"):
         bow.weights_by_position(torch.ones(4, 3))
     with pytest.raises(ValueError, match="floating-point"):
         bow.weights_by_position(torch.ones(1, 4, 3, dtype=torch.long))

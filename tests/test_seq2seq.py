@@ -1,5 +1,5 @@
-"""course_utils.seq2seq: the GRU encoder-decoder of unit 02, checked against PyTorch's own GRU,
-GRUCell and cross-entropy wherever PyTorch has one."""
+"""course_utils.seq2seq and translator: the GRU encoder-decoder of unit 02, checked against
+PyTorch's own GRU, GRUCell and cross-entropy wherever PyTorch has one."""
 
 import math
 
@@ -9,26 +9,28 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_utils.data.translation import NumberPair, make_batch, make_task, number_words
+from course_utils.data.vocab import END_ID as END
+from course_utils.data.vocab import PAD_ID as PAD
+from course_utils.data.vocab import START_ID as START
 from course_utils.seq2seq import (
     Decoder,
     Encoder,
     EncoderOutput,
-    Seq2Seq,
     Seq2SeqConfig,
+    config_for,
     decoder_step,
     encode,
-    evaluate,
     exact_match,
     greedy_decode,
     gru_step,
+    initial_state,
     padded_cross_entropy,
     reverse_padded,
     token_accuracy,
-    train,
 )
+from course_utils.translator import Seq2Seq, evaluate, train
 
-PAD, START, END = 0, 1, 2
-V_SRC, V_TGT, E, H = 11, 9, 5, 7
+V_SRC, V_TGT, D_EMB, D_H = 11, 9, 5, 7
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.one_thread
@@ -36,8 +38,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.one_thread
 
 def make_encoder_parts(seed: int = 0):
     torch.manual_seed(seed)
-    embedding = nn.Embedding(V_SRC, E, padding_idx=PAD).double()
-    rnn = nn.GRU(E, H, batch_first=True).double()
+    embedding = nn.Embedding(V_SRC, D_EMB, padding_idx=PAD).double()
+    rnn = nn.GRU(D_EMB, D_H, batch_first=True).double()
     return embedding, rnn
 
 
@@ -53,45 +55,45 @@ def padded_source():
 
 def test_gru_step_equals_one_step_of_nn_gru_and_nn_grucell():
     torch.manual_seed(0)
-    rnn = nn.GRU(E, H, batch_first=True).double()
-    x = torch.randn(4, E, dtype=torch.float64)  # (B, E)
-    s = torch.randn(4, H, dtype=torch.float64)  # (B, H)
-    ours = gru_step(x, s, rnn)  # (B, H)
+    rnn = nn.GRU(D_EMB, D_H, batch_first=True).double()
+    x = torch.randn(4, D_EMB, dtype=torch.float64)  # (B, d_emb)
+    s = torch.randn(4, D_H, dtype=torch.float64)  # (B, d_h)
+    ours = gru_step(x, s, rnn)  # (B, d_h)
 
-    out, last = rnn(x.unsqueeze(1), s.unsqueeze(0))  # (B, 1, H), (1, B, H)
+    out, last = rnn(x.unsqueeze(1), s.unsqueeze(0))  # (B, 1, d_h), (1, B, d_h)
     torch.testing.assert_close(ours, out[:, 0], atol=1e-6, rtol=0)
     torch.testing.assert_close(ours, last[0], atol=1e-6, rtol=0)
 
-    cell = nn.GRUCell(E, H).double()
+    cell = nn.GRUCell(D_EMB, D_H).double()
     with torch.no_grad():
         cell.weight_ih.copy_(rnn.weight_ih_l0)
         cell.weight_hh.copy_(rnn.weight_hh_l0)
         cell.bias_ih.copy_(rnn.bias_ih_l0)
         cell.bias_hh.copy_(rnn.bias_hh_l0)
     torch.testing.assert_close(ours, cell(x, s), atol=1e-6, rtol=0)
-    assert ours.shape == (4, H) and ours.dtype == torch.float64
+    assert ours.shape == (4, D_H) and ours.dtype == torch.float64
 
 
 def test_gru_step_rejects_bad_inputs():
-    rnn = nn.GRU(E, H)
-    x, s = torch.randn(2, E), torch.randn(2, H)
-    with pytest.raises(ValueError, match=r"floating-point tensor of shape \(B, E\)"):
+    rnn = nn.GRU(D_EMB, D_H)
+    x, s = torch.randn(2, D_EMB), torch.randn(2, D_H)
+    with pytest.raises(ValueError, match=r"floating-point tensor .*of shape \(B, d_in\)"):
         gru_step(x.long(), s, rnn)
-    with pytest.raises(ValueError, match=r"shape \(B, H\)"):
+    with pytest.raises(ValueError, match=r"shape \(B, d_h\)"):
         gru_step(x, s[0], rnn)
-    with pytest.raises(ValueError, match=rf"expects x \(2, {E}\) and s \(2, {H}\)"):
-        gru_step(torch.randn(2, E + 1), s, rnn)
-    with pytest.raises(ValueError, match=rf"expects x \(2, {E}\) and s \(2, {H}\)"):
-        gru_step(x, torch.randn(3, H), rnn)
+    with pytest.raises(ValueError, match=rf"expects x \(2, {D_EMB}\) and s \(2, {D_H}\)"):
+        gru_step(torch.randn(2, D_EMB + 1), s, rnn)
+    with pytest.raises(ValueError, match=rf"expects x \(2, {D_EMB}\) and s \(2, {D_H}\)"):
+        gru_step(x, torch.randn(3, D_H), rnn)
 
 
 def test_decoder_step_is_embedding_then_gru_step_then_output_layer():
     torch.manual_seed(1)
-    embedding = nn.Embedding(V_TGT, E).double()
-    rnn = nn.GRU(E + 3, H, batch_first=True).double()  # input: [E y; extra]
-    out = nn.Linear(H, V_TGT).double()
+    embedding = nn.Embedding(V_TGT, D_EMB).double()
+    rnn = nn.GRU(D_EMB + 3, D_H, batch_first=True).double()  # input: [d_emb y; extra]
+    out = nn.Linear(D_H, V_TGT).double()
     y = torch.tensor([1, 4])
-    s = torch.randn(2, H, dtype=torch.float64)
+    s = torch.randn(2, D_H, dtype=torch.float64)
     extra = torch.randn(2, 3, dtype=torch.float64)
     logits, s_new = decoder_step(embedding, rnn, out, y, s, extra)
     _, last = rnn(torch.cat([embedding(y), extra], 1).unsqueeze(1), s.unsqueeze(0))
@@ -108,9 +110,10 @@ def test_encode_final_state_equals_each_sequence_run_alone():
     src, lengths = padded_source()
     enc = encode(embedding, rnn, src, lengths)
     assert isinstance(enc, EncoderOutput)
-    assert enc.states.shape == (3, 6, H) and enc.final.shape == (3, H) and enc.mask.shape == (3, 6)
+    assert enc.states.shape == (3, 6, D_H) and enc.final.shape == (3, D_H)
+    assert enc.mask.shape == (3, 6)
     for b, m in enumerate(lengths.tolist()):
-        alone_states, alone_last = rnn(embedding(src[b : b + 1, :m]))  # (1, m, H), (1, 1, H)
+        alone_states, alone_last = rnn(embedding(src[b : b + 1, :m]))  # (1, m, d_h), (1, 1, d_h)
         torch.testing.assert_close(enc.final[b], alone_last[0, 0], atol=1e-10, rtol=0)
         torch.testing.assert_close(enc.states[b, :m], alone_states[0], atol=1e-10, rtol=0)
         torch.testing.assert_close(enc.final[b], enc.states[b, m - 1], atol=0, rtol=0)
@@ -126,7 +129,7 @@ def test_encode_final_state_ignores_extra_padding_columns():
     enc = encode(embedding, rnn, src, lengths)
     wider = F.pad(src, (0, 5), value=PAD)  # (B, S + 5)
     enc_wide = encode(embedding, rnn, wider, lengths)
-    assert enc_wide.states.shape == (3, 11, H)
+    assert enc_wide.states.shape == (3, 11, D_H)
     torch.testing.assert_close(enc_wide.final, enc.final, atol=1e-12, rtol=0)
     torch.testing.assert_close(enc_wide.states[:, :6], enc.states, atol=1e-12, rtol=0)
     assert (enc_wide.states[:, 6:] == 0).all()
@@ -154,7 +157,7 @@ def test_reverse_padded_example_and_encode_reverse():
 
 
 def test_encoder_module_uses_reverse_source():
-    cfg = Seq2SeqConfig(V_SRC, V_TGT, emb_dim=E, hidden=H, reverse_source=True)
+    cfg = Seq2SeqConfig(V_SRC, V_TGT, d_emb=D_EMB, d_h=D_H, reverse_source=True)
     torch.manual_seed(0)
     encoder = Encoder(cfg).double()
     src, lengths = padded_source()
@@ -188,7 +191,7 @@ def test_encode_rejects_bad_inputs(src, lengths, message):
 
 @pytest.mark.parametrize("feed_final", [False, True])
 def test_teacher_forcing_equals_stepping_with_the_gold_inputs(feed_final):
-    cfg = Seq2SeqConfig(V_SRC, V_TGT, emb_dim=E, hidden=H, feed_final=feed_final)
+    cfg = Seq2SeqConfig(V_SRC, V_TGT, d_emb=D_EMB, d_h=D_H, feed_final=feed_final)
     torch.manual_seed(0)
     encoder, decoder = Encoder(cfg).double(), Decoder(cfg).double()
     src, lengths = padded_source()
@@ -196,7 +199,7 @@ def test_teacher_forcing_equals_stepping_with_the_gold_inputs(feed_final):
     tgt_in = torch.tensor([[START, 4, 5, 6, 3], [START, 7, 0, 0, 0], [START, 8, 8, 3, 4]])
     logits = decoder(tgt_in, enc)  # (B, T, V)
     assert logits.shape == (3, 5, V_TGT)
-    s = decoder.init_state(enc)  # (B, H)
+    s = decoder.init_state(enc)  # (B, d_h)
     torch.testing.assert_close(s, enc.final, atol=0, rtol=0)
     for t in range(tgt_in.shape[1]):
         step_logits, s, weights = decoder.step(tgt_in[:, t], s, enc)
@@ -205,13 +208,13 @@ def test_teacher_forcing_equals_stepping_with_the_gold_inputs(feed_final):
 
 
 def test_feed_final_changes_the_decoder_input_width():
-    plain = Decoder(Seq2SeqConfig(V_SRC, V_TGT, emb_dim=E, hidden=H))
-    fed = Decoder(Seq2SeqConfig(V_SRC, V_TGT, emb_dim=E, hidden=H, feed_final=True))
-    assert plain.rnn.input_size == E and fed.rnn.input_size == E + H
+    plain = Decoder(Seq2SeqConfig(V_SRC, V_TGT, d_emb=D_EMB, d_h=D_H))
+    fed = Decoder(Seq2SeqConfig(V_SRC, V_TGT, d_emb=D_EMB, d_h=D_H, feed_final=True))
+    assert plain.rnn.input_size == D_EMB and fed.rnn.input_size == D_EMB + D_H
 
 
 def test_model_loss_is_cross_entropy_of_the_shifted_target():
-    cfg = Seq2SeqConfig(V_SRC, V_TGT, emb_dim=E, hidden=H)
+    cfg = Seq2SeqConfig(V_SRC, V_TGT, d_emb=D_EMB, d_h=D_H)
     torch.manual_seed(0)
     model = Seq2Seq(cfg).double()
     src, lengths = padded_source()
@@ -352,7 +355,7 @@ def test_greedy_decode_rejects_bad_arguments():
 
 
 def test_translate_is_consistent_with_teacher_forcing_on_its_own_output():
-    cfg = Seq2SeqConfig(V_SRC, V_TGT, emb_dim=E, hidden=H, max_len=6)
+    cfg = Seq2SeqConfig(V_SRC, V_TGT, d_emb=D_EMB, d_h=D_H, max_len=6)
     torch.manual_seed(3)
     model = Seq2Seq(cfg).double()
     src, lengths = padded_source()
@@ -414,7 +417,7 @@ def tiny():
     task = make_task(300, 50, seed=0, max_numbers=3)
     train_data = make_batch(task.train, task.src_vocab, task.tgt_vocab)
     test_data = make_batch(task.test, task.src_vocab, task.tgt_vocab)
-    cfg = Seq2SeqConfig(len(task.src_vocab), len(task.tgt_vocab), emb_dim=16, hidden=32)
+    cfg = Seq2SeqConfig(len(task.src_vocab), len(task.tgt_vocab), d_emb=16, d_h=32)
 
     def run():
         torch.manual_seed(0)
@@ -428,16 +431,24 @@ def tiny():
 
 
 def test_train_lowers_the_loss_and_is_deterministic(tiny):
-    _, _, _, model, model2, first, second = tiny
-    assert first == second  # identical losses, step by step
+    _, _, test_data, model, model2, first, second = tiny
+    assert first.loss == second.loss  # identical losses, step by step
+    assert first.metrics == second.metrics
     for p, q in zip(model.parameters(), model2.parameters(), strict=True):
         assert torch.equal(p, q)
-    assert len(first["loss"]) == 3 and len(first["eval_exact"]) == 3
-    assert len(first["step_loss"]) == 3 * math.ceil(300 / 64)
-    assert first["loss"][0] > first["loss"][1] > first["loss"][2]
-    assert first["loss"][-1] < first["loss"][0] - 0.1
-    assert first["step_loss"][-1] < first["step_loss"][0] - 0.2
-    assert all(0.0 <= a <= 1.0 for a in first["eval_exact"])
+    steps_per_epoch = math.ceil(300 / 64)
+    assert first.steps_per_epoch == steps_per_epoch
+    assert len(first.loss) == 3 * steps_per_epoch
+    epoch_loss = first.epoch_loss()
+    assert len(epoch_loss) == 3
+    assert epoch_loss[0] > epoch_loss[1] > epoch_loss[2]
+    assert epoch_loss[-1] < epoch_loss[0] - 0.1
+    assert first.loss[-1] < first.loss[0] - 0.2
+    # evaluated after every epoch, on the held-out data
+    assert first.eval_step == [steps_per_epoch, 2 * steps_per_epoch, 3 * steps_per_epoch]
+    assert list(first.metrics) == ["exact_match"] and len(first.metrics["exact_match"]) == 3
+    assert all(0.0 <= a <= 1.0 for a in first.metrics["exact_match"])
+    assert first.metrics["exact_match"][-1] == float(evaluate(model, test_data).float().mean())
     assert not model.training  # left in eval mode
 
 
@@ -496,9 +507,9 @@ def test_evaluate_keeps_the_order_of_the_data(tiny):
 
 def test_config_defaults_and_validation():
     cfg = Seq2SeqConfig(10, 12)
-    assert (cfg.emb_dim, cfg.hidden, cfg.max_len) == (32, 64, 40)
+    assert (cfg.d_emb, cfg.d_h, cfg.max_len) == (32, 64, 40)
     assert cfg.feed_final is False and cfg.reverse_source is False
-    for name in ("src_vocab_size", "tgt_vocab_size", "emb_dim", "hidden", "max_len"):
+    for name in ("src_vocab_size", "tgt_vocab_size", "d_emb", "d_h", "max_len"):
         for bad in (0, -3, 2.0, True, "8"):
             kwargs = dict(src_vocab_size=10, tgt_vocab_size=12) | {name: bad}
             with pytest.raises(ValueError, match=f"{name} must be a positive int"):
@@ -527,7 +538,110 @@ def test_the_reference_refuses_grus_it_does_not_model():
 def test_evaluate_refuses_targets_longer_than_max_len():
     task = make_task(20, 5, seed=0, min_numbers=10, max_numbers=12)
     data = make_batch(task.test, task.src_vocab, task.tgt_vocab)
-    cfg = Seq2SeqConfig(len(task.src_vocab), len(task.tgt_vocab), emb_dim=4, hidden=4,
+    cfg = Seq2SeqConfig(len(task.src_vocab), len(task.tgt_vocab), d_emb=4, d_h=4,
                         max_len=10)
     with pytest.raises(ValueError, match="raise Seq2SeqConfig.max_len to at least"):
         evaluate(Seq2Seq(cfg), data)
+
+
+def test_config_for_fills_the_vocabulary_sizes_from_the_task():
+    task = make_task(20, 5, seed=0, max_numbers=3)
+    cfg = config_for(task, d_h=16, attention="additive", bidirectional=True, max_len=30)
+    assert cfg == Seq2SeqConfig(src_vocab_size=len(task.src_vocab),
+                                tgt_vocab_size=len(task.tgt_vocab), d_h=16,
+                                attention="additive", bidirectional=True, max_len=30)
+    # 4 specials, the comma, "and", one..nineteen, the 8 tens; 4 specials, 10 digits, comma
+    assert (cfg.src_vocab_size, cfg.tgt_vocab_size) == (33, 15)
+    assert config_for(task) == Seq2SeqConfig(33, 15)
+    with pytest.raises(ValueError, match="takes the vocabulary sizes from the task; do not "
+                                         "pass src_vocab_size"):
+        config_for(task, src_vocab_size=40)
+    with pytest.raises(ValueError, match="task must be a translation.TranslationTask"):
+        config_for(make_batch(task.train, task.src_vocab, task.tgt_vocab))
+    with pytest.raises(ValueError, match="d_h must be a positive int"):
+        config_for(task, d_h=0)
+
+
+def test_config_rejects_settings_that_would_be_ignored():
+    with pytest.raises(ValueError, match="d_a is the width of the additive score"):
+        Seq2SeqConfig(10, 12, attention="dot", d_a=8)
+    with pytest.raises(ValueError, match="d_a is the width of the additive score"):
+        Seq2SeqConfig(10, 12, d_a=8)
+    with pytest.raises(ValueError, match="leave reverse_source False"):
+        Seq2SeqConfig(10, 12, bidirectional=True, reverse_source=True)
+    with pytest.raises(ValueError, match="attention must be one of"):
+        Seq2SeqConfig(10, 12, attention="luong")
+    assert Seq2SeqConfig(10, 12, d_h=8).d_enc == 8
+    assert Seq2SeqConfig(10, 12, d_h=8, bidirectional=True).d_enc == 16
+
+
+# ----------------------------------------------------------------- bidirectional, no attention
+
+def test_bidirectional_decoder_without_attention_starts_from_w_init_of_both_directions():
+    cfg = Seq2SeqConfig(V_SRC, V_TGT, d_emb=D_EMB, d_h=D_H, bidirectional=True)
+    torch.manual_seed(0)
+    model = Seq2Seq(cfg).double()
+    assert isinstance(model.decoder, Decoder)
+    assert model.decoder.w_init.weight.shape == (D_H, 2 * D_H)
+    src, lengths = padded_source()
+    enc = model.encoder(src, lengths)
+    assert enc.states.shape == (3, 6, 2 * D_H) and enc.final.shape == (3, 2 * D_H)
+    s0 = model.decoder.init_state(enc)
+    w, b = model.decoder.w_init.weight, model.decoder.w_init.bias
+    torch.testing.assert_close(s0, torch.tanh(enc.final @ w.T + b), atol=1e-12, rtol=0)
+    # the same code as the attention decoder's: seq2seq.initial_state
+    torch.testing.assert_close(s0, initial_state(enc, model.decoder.w_init), atol=0, rtol=0)
+    # [fwd h_S; bwd h_1]: each row's forward state after its last real word, backward after x_1
+    for b_, m in enumerate(lengths.tolist()):
+        torch.testing.assert_close(enc.final[b_, :D_H], enc.states[b_, m - 1, :D_H],
+                                   atol=0, rtol=0)
+        torch.testing.assert_close(enc.final[b_, D_H:], enc.states[b_, 0, D_H:], atol=0, rtol=0)
+    # unidirectional: no W_init, s_0 = h_S exactly
+    plain = Decoder(Seq2SeqConfig(V_SRC, V_TGT, d_emb=D_EMB, d_h=D_H))
+    assert plain.w_init is None
+
+
+def test_bidirectional_decoder_without_attention_ignores_padding_and_steps_like_it_forces():
+    cfg = Seq2SeqConfig(V_SRC, V_TGT, d_emb=D_EMB, d_h=D_H, bidirectional=True, max_len=7)
+    torch.manual_seed(1)
+    model = Seq2Seq(cfg).double()
+    src, lengths = padded_source()
+    tgt_in = torch.tensor([[START, 4, 5, 6], [START, 7, 0, 0], [START, 8, 8, 3]])
+    logits = model(src, lengths, tgt_in)
+    assert logits.shape == (3, 4, V_TGT)
+    wider = F.pad(src, (0, 4), value=PAD)  # more padding changes nothing
+    torch.testing.assert_close(model(wider, lengths, tgt_in), logits, atol=1e-12, rtol=0)
+    enc = model.encoder(src, lengths)
+    s = model.decoder.init_state(enc)
+    for t in range(tgt_in.shape[1]):  # one step at a time = teacher forcing
+        step_logits, s, weights = model.decoder.step(tgt_in[:, t], s, enc)
+        assert weights is None
+        torch.testing.assert_close(step_logits, logits[:, t], atol=1e-10, rtol=0)
+    ids = model.translate(src, lengths)
+    assert ids.shape[0] == 3 and ids.shape[1] <= 7
+
+
+def test_bidirectional_feed_final_reads_the_whole_encoder_width():
+    cfg = Seq2SeqConfig(V_SRC, V_TGT, d_emb=D_EMB, d_h=D_H, bidirectional=True, feed_final=True)
+    torch.manual_seed(2)
+    model = Seq2Seq(cfg).double()
+    assert model.decoder.rnn.input_size == D_EMB + 2 * D_H
+    src, lengths = padded_source()
+    tgt_in = torch.tensor([[START, 4], [START, 7], [START, 8]])
+    logits = model(src, lengths, tgt_in)
+    enc = model.encoder(src, lengths)
+    s = model.decoder.init_state(enc)
+    for t in range(2):
+        step_logits, s, _ = model.decoder.step(tgt_in[:, t], s, enc)
+        torch.testing.assert_close(step_logits, logits[:, t], atol=1e-10, rtol=0)
+
+
+def test_bidirectional_model_without_attention_trains(tiny):
+    task, train_data, test_data, _, _, _, _ = tiny
+    torch.manual_seed(0)
+    model = Seq2Seq(config_for(task, d_emb=16, d_h=16, bidirectional=True))
+    history = train(model, train_data, epochs=3, batch_size=64, progress=False,
+                    generator=torch.Generator().manual_seed(0))
+    epoch_loss = history.epoch_loss()
+    assert epoch_loss[-1] < epoch_loss[0] - 0.1
+    assert history.metrics == {} and history.eval_step == []

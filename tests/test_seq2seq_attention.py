@@ -1,6 +1,6 @@
-"""course_utils.seq2seq, unit 03: the attention decoder (Bahdanau et al. 2014), its GRU with
-the context in every gate, the score functions of course_utils.attention, the bidirectional
-encoder and the alignment hit rate."""
+"""course_utils.attention_decoder, unit 03: the attention decoder (Bahdanau et al. 2014), its
+GRU with the context in every gate, the score functions of course_utils.attention, the
+bidirectional encoder and the alignment hit rate."""
 
 import math
 
@@ -10,25 +10,21 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from course_utils import attention
-from course_utils.data.translation import NumberPair, make_batch, make_task
-from course_utils.seq2seq import (
+from course_utils.attention_decoder import (
     SCORE_FUNCTIONS,
     Attention,
     AttentionDecoder,
-    Decoder,
-    Encoder,
-    Seq2Seq,
-    Seq2SeqConfig,
     alignment_hit_rate,
     context_gru_step,
-    encode,
-    evaluate,
-    padded_cross_entropy,
-    train,
 )
+from course_utils.data.translation import NumberPair, make_batch, make_task
+from course_utils.data.vocab import END_ID as END
+from course_utils.data.vocab import PAD_ID as PAD
+from course_utils.data.vocab import START_ID as START
+from course_utils.seq2seq import Decoder, Encoder, Seq2SeqConfig, encode, padded_cross_entropy
+from course_utils.translator import Seq2Seq, evaluate, train
 
-PAD, START, END = 0, 1, 2
-V_SRC, V_TGT, E, H = 11, 9, 5, 7
+V_SRC, V_TGT, D_EMB, D_H = 11, 9, 5, 7
 DOT_LIKE = ("dot", "scaled_dot", "cosine")  # need encoder width == decoder width
 
 
@@ -36,7 +32,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.one_thread
 
 
 def config(score="additive", bidirectional=False, **kwargs):
-    return Seq2SeqConfig(V_SRC, V_TGT, emb_dim=E, hidden=H, attention=score,
+    return Seq2SeqConfig(V_SRC, V_TGT, d_emb=D_EMB, d_h=D_H, attention=score,
                          bidirectional=bidirectional, **kwargs)
 
 
@@ -55,7 +51,7 @@ def padded_source():
 
 TGT_IN = torch.tensor([[START, 4, 5, 6, 3], [START, 7, 0, 0, 0], [START, 8, 8, 3, 4]])  # (3, 5)
 
-# every score, and the two that also work with a bidirectional encoder (C = 2H)
+# every score, and the two that also work with a bidirectional encoder (d_enc = 2H)
 SETTINGS = [(score, False) for score in SCORE_FUNCTIONS] + [("additive", True),
                                                               ("multiplicative", True)]
 
@@ -63,8 +59,8 @@ SETTINGS = [(score, False) for score in SCORE_FUNCTIONS] + [("additive", True),
 def random_gru_weights(seed=0, c_dim=4):
     g = torch.Generator().manual_seed(seed)
     rand = lambda *shape: torch.randn(*shape, generator=g, dtype=torch.float64)  # noqa: E731
-    return dict(y=rand(3, E), c=rand(3, c_dim), s=rand(3, H), w_y=rand(3 * H, E) / 2,
-                w_c=rand(3 * H, c_dim) / 2, w_s=rand(3 * H, H) / 2, bias=rand(3 * H) / 2)
+    return dict(y=rand(3, D_EMB), c=rand(3, c_dim), s=rand(3, D_H), w_y=rand(3 * D_H, D_EMB) / 2,
+                w_c=rand(3 * D_H, c_dim) / 2, w_s=rand(3 * D_H, D_H) / 2, bias=rand(3 * D_H) / 2)
 
 
 # ----------------------------------------------------------------------------- the GRU step
@@ -84,11 +80,11 @@ def cho_gru(x, s, w_x, w_h, b):
 def test_context_in_every_gate_is_a_gru_on_the_concatenation_y_c():
     w = random_gru_weights()
     ours = context_gru_step(w["y"], w["c"], w["s"], w["w_y"], w["w_c"], w["w_s"], w["bias"])
-    x = torch.cat([w["y"], w["c"]], dim=1)  # (B, E + C): [y; c]
-    w_x = torch.cat([w["w_y"], w["w_c"]], dim=1)  # (3H, E + C): [W_y | W_c]
+    x = torch.cat([w["y"], w["c"]], dim=1)  # (B, d_emb + d_enc): [y; c]
+    w_x = torch.cat([w["w_y"], w["w_c"]], dim=1)  # (3H, d_emb + d_enc): [W_y | W_c]
     want = cho_gru(x, w["s"], w_x, w["w_s"], w["bias"])
     torch.testing.assert_close(ours, want, atol=1e-10, rtol=0)
-    assert ours.shape == (3, H) and ours.dtype == torch.float64
+    assert ours.shape == (3, D_H) and ours.dtype == torch.float64
 
 
 def test_context_gru_step_is_pytorchs_grucell_only_where_the_conventions_agree():
@@ -96,8 +92,8 @@ def test_context_gru_step_is_pytorchs_grucell_only_where_the_conventions_agree()
     hidden weight. With a diagonal W_ss (and b_hn = 0) r * (W_ss s) = W_ss (r * s), so the
     cells agree; with a full W_ss they do not."""
     w = random_gru_weights(seed=1)
-    x = torch.cat([w["y"], w["c"]], dim=1)  # (B, E + C)
-    cell = nn.GRUCell(x.shape[1], H).double()
+    x = torch.cat([w["y"], w["c"]], dim=1)  # (B, d_emb + d_enc)
+    cell = nn.GRUCell(x.shape[1], D_H).double()
     with torch.no_grad():
         cell.weight_ih.copy_(torch.cat([w["w_y"], w["w_c"]], dim=1))
         cell.bias_ih.copy_(w["bias"])
@@ -105,7 +101,7 @@ def test_context_gru_step_is_pytorchs_grucell_only_where_the_conventions_agree()
     for diagonal in (True, False):
         w_s = w["w_s"].clone()
         if diagonal:
-            w_s[2 * H:] = torch.diag(torch.diagonal(w_s[2 * H:]))  # W_ss diagonal
+            w_s[2 * D_H:] = torch.diag(torch.diagonal(w_s[2 * D_H:]))  # W_ss diagonal
         with torch.no_grad():
             cell.weight_hh.copy_(w_s)
         ours = context_gru_step(w["y"], w["c"], w["s"], w["w_y"], w["w_c"], w_s, w["bias"])
@@ -122,7 +118,7 @@ def test_context_gru_step_rejects_mismatched_shapes():
     with pytest.raises(ValueError, match=r"w_s \(21, 7\)"):
         context_gru_step(w["y"], w["c"], w["s"], w["w_y"], w["w_c"], w["w_s"][:, :6],
                          w["bias"])
-    with pytest.raises(ValueError, match=r"c \(context\) must be a floating-point .*\(B, C\)"):
+    with pytest.raises(ValueError, match=r"c \(context\) must be a floating-point .*\(B, d_enc\)"):
         context_gru_step(w["y"], w["c"].long(), w["s"], w["w_y"], w["w_c"], w["w_s"],
                          w["bias"])
 
@@ -132,13 +128,13 @@ def test_decoder_step_is_attention_then_context_gru_step_then_output_layer():
     src, lengths = padded_source()
     enc = model.encoder(src, lengths)
     dec = model.decoder
-    s = dec.init_state(enc)  # (B, H)
+    s = dec.init_state(enc)  # (B, d_h)
     y = torch.tensor([START, 4, 5])
     logits, s_new, alpha = dec.step(y, s, enc)
     scores = attention.additive_scores(s.unsqueeze(1), enc.states, dec.attention.w_q,
-                                       dec.attention.w_k, dec.attention.v)  # (B, 1, S)
+                                       dec.attention.w_k, dec.attention.w_a)  # (B, 1, S)
     want_alpha = torch.softmax(scores.squeeze(1).masked_fill(~enc.mask, -torch.inf), dim=1)
-    c = torch.einsum("bs,bsc->bc", want_alpha, enc.states)  # (B, C)
+    c = torch.einsum("bs,bsc->bc", want_alpha, enc.states)  # (B, d_enc)
     want_s = cho_gru(torch.cat([dec.embedding(y), c], 1), s,
                      torch.cat([dec.w_y.weight, dec.w_c.weight], 1), dec.w_s.weight, dec.w_y.bias)
     torch.testing.assert_close(alpha, want_alpha, atol=1e-12, rtol=0)
@@ -189,7 +185,7 @@ def test_teacher_forcing_equals_stepping_one_token_at_a_time(score, bidirectiona
     logits, weights = model.decoder(TGT_IN, enc, return_weights=True)  # (B, T, V), (B, T, S)
     assert logits.shape == (3, 5, V_TGT)
     torch.testing.assert_close(model.decoder(TGT_IN, enc), logits, atol=0, rtol=0)
-    s = model.decoder.init_state(enc)  # (B, H)
+    s = model.decoder.init_state(enc)  # (B, d_h)
     for t in range(TGT_IN.shape[1]):
         step_logits, s, alpha = model.decoder.step(TGT_IN[:, t], s, enc)
         torch.testing.assert_close(step_logits, logits[:, t], atol=1e-10, rtol=0)
@@ -213,11 +209,11 @@ def test_greedy_decoding_returns_weights_for_each_output_token():
 
 def test_config_builds_the_attention_decoder_and_unit_02_is_unchanged():
     assert isinstance(Seq2Seq(config("additive")).decoder, AttentionDecoder)
-    plain = Seq2Seq(Seq2SeqConfig(V_SRC, V_TGT, emb_dim=E, hidden=H))
+    plain = Seq2Seq(Seq2SeqConfig(V_SRC, V_TGT, d_emb=D_EMB, d_h=D_H))
     assert type(plain.decoder) is Decoder and not plain.encoder.rnn.bidirectional
     bi = Seq2Seq(config("additive", bidirectional=True))
-    assert bi.encoder.rnn.bidirectional and bi.decoder.w_c.in_features == 2 * H
-    assert config("multiplicative", bidirectional=True).encoder_width == 2 * H
+    assert bi.encoder.rnn.bidirectional and bi.decoder.w_c.in_features == 2 * D_H
+    assert config("multiplicative", bidirectional=True).d_enc == 2 * D_H
     model = model_for("additive")
     src, lengths = padded_source()
     tgt = torch.tensor([[START, 4, 5, END, 0], [START, 7, END, 0, 0], [START, 8, 8, 3, END]])
@@ -232,15 +228,15 @@ def test_config_builds_the_attention_decoder_and_unit_02_is_unchanged():
 @pytest.mark.parametrize("score", SCORE_FUNCTIONS)
 def test_each_score_is_the_course_attention_function(score):
     torch.manual_seed(0)
-    module = Attention(score, H, H, attention_dim=6).double()
+    module = Attention(score, D_H, D_H, d_a=6).double()
     if score == "cosine":
         with torch.no_grad():
             module.log_scale.fill_(0.7)
-    s = torch.randn(3, H, dtype=torch.float64)  # (B, H)
-    h = torch.randn(3, 6, H, dtype=torch.float64)  # (B, S, C)
-    q = s.unsqueeze(1)  # (B, 1, H)
+    s = torch.randn(3, D_H, dtype=torch.float64)  # (B, d_h)
+    h = torch.randn(3, 6, D_H, dtype=torch.float64)  # (B, S, d_enc)
+    q = s.unsqueeze(1)  # (B, 1, d_h)
     want = {
-        "additive": lambda: attention.additive_scores(q, h, module.w_q, module.w_k, module.v),
+        "additive": lambda: attention.additive_scores(q, h, module.w_q, module.w_k, module.w_a),
         "multiplicative": lambda: attention.bilinear_scores(q, h, module.w),
         "bilinear": lambda: attention.bilinear_scores(q, h, module.w),
         "dot": lambda: attention.dot_scores(q, h),
@@ -276,24 +272,24 @@ def test_the_scores_differ_and_bilinear_is_multiplicative():
 
 def test_bidirectional_encoder_reads_each_sequence_both_ways_ignoring_padding():
     torch.manual_seed(0)
-    embedding = nn.Embedding(V_SRC, E, padding_idx=PAD).double()
-    rnn = nn.GRU(E, H, batch_first=True, bidirectional=True).double()
+    embedding = nn.Embedding(V_SRC, D_EMB, padding_idx=PAD).double()
+    rnn = nn.GRU(D_EMB, D_H, batch_first=True, bidirectional=True).double()
     src, lengths = padded_source()
     enc = encode(embedding, rnn, src, lengths, bidirectional=True)
-    assert enc.states.shape == (3, 6, 2 * H) and enc.final.shape == (3, 2 * H)
+    assert enc.states.shape == (3, 6, 2 * D_H) and enc.final.shape == (3, 2 * D_H)
     for b, m in enumerate(lengths.tolist()):
-        alone, last = rnn(embedding(src[b: b + 1, :m]))  # (1, m, 2H), (2, 1, H)
+        alone, last = rnn(embedding(src[b: b + 1, :m]))  # (1, m, 2H), (2, 1, d_h)
         torch.testing.assert_close(enc.states[b, :m], alone[0], atol=1e-10, rtol=0)
         torch.testing.assert_close(enc.final[b], torch.cat([last[0, 0], last[1, 0]]),
                                    atol=1e-10, rtol=0)
-        torch.testing.assert_close(enc.final[b, :H], enc.states[b, m - 1, :H], atol=0, rtol=0)
-        torch.testing.assert_close(enc.final[b, H:], enc.states[b, 0, H:], atol=0, rtol=0)
+        torch.testing.assert_close(enc.final[b, :D_H], enc.states[b, m - 1, :D_H], atol=0, rtol=0)
+        torch.testing.assert_close(enc.final[b, D_H:], enc.states[b, 0, D_H:], atol=0, rtol=0)
         assert (enc.states[b, m:] == 0).all()
     # the unidirectional path still refuses a bidirectional GRU, and the other way round
     with pytest.raises(ValueError, match=r"one direction.*bidirectional=True"):
         encode(embedding, rnn, src, lengths)
     with pytest.raises(ValueError, match=r"bidirectional=True\): one layer, both directions"):
-        encode(embedding, nn.GRU(E, H, batch_first=True).double(), src, lengths,
+        encode(embedding, nn.GRU(D_EMB, D_H, batch_first=True).double(), src, lengths,
                bidirectional=True)
     encoder = Encoder(config("additive", bidirectional=True)).double()
     want = encode(encoder.embedding, encoder.rnn, src, lengths, bidirectional=True)
@@ -305,26 +301,27 @@ def test_bidirectional_decoder_starts_from_a_bridge_of_both_final_states():
     src, lengths = padded_source()
     enc = model.encoder(src, lengths)
     s0 = model.decoder.init_state(enc)
-    want = torch.tanh(enc.final @ model.decoder.init.weight.T + model.decoder.init.bias)
+    want = torch.tanh(enc.final @ model.decoder.w_init.weight.T + model.decoder.w_init.bias)
     torch.testing.assert_close(s0, want, atol=1e-12, rtol=0)
-    assert s0.shape == (3, H)
+    assert s0.shape == (3, D_H)
 
 
 # ----------------------------------------------------------------------------- bad inputs
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(attention="luong"), r"attention must be None or one of \('additive'"),
+    (dict(attention="luong"), r"attention must be one of \(None, 'additive'"),
     (dict(attention="dot", bidirectional=True), r"'dot' score .* same width"),
     (dict(attention="cosine", bidirectional=True), r"'cosine' score .* same width"),
     (dict(attention="additive", feed_final=True), r"leave feed_final and reverse_source"),
     (dict(attention="additive", reverse_source=True), r"leave feed_final and reverse_source"),
-    (dict(bidirectional=True), r"bidirectional=True needs attention"),
+    (dict(bidirectional=True, reverse_source=True), r"leave reverse_source False"),
     (dict(attention="additive", bidirectional="yes"), r"bidirectional must be a bool"),
-    (dict(attention="additive", attention_dim=0), r"attention_dim must be None or a positive"),
+    (dict(attention="additive", d_a=0), r"d_a must be a positive int"),
+    (dict(attention="dot", d_a=4), r"d_a is the width of the additive score"),
 ])
 def test_bad_configurations_raise(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        Seq2Seq(Seq2SeqConfig(V_SRC, V_TGT, emb_dim=E, hidden=H, **kwargs))
+        Seq2Seq(Seq2SeqConfig(V_SRC, V_TGT, d_emb=D_EMB, d_h=D_H, **kwargs))
 
 
 def test_bad_decoder_inputs_raise_naming_the_expected_shape():
@@ -338,21 +335,21 @@ def test_bad_decoder_inputs_raise_naming_the_expected_shape():
     with pytest.raises(ValueError, match=r"s_prev .*\(B, 7\)"):
         model.decoder.step(y, s[0], enc)
     with pytest.raises(ValueError, match=r"attention expects query \(B, 7\) and keys \(B, S, 7\)"):
-        model.decoder.step(y, torch.zeros(3, H + 1, dtype=torch.float64), enc)
+        model.decoder.step(y, torch.zeros(3, D_H + 1, dtype=torch.float64), enc)
     with pytest.raises(ValueError, match=r"enc.states must have shape \(3, S, 7\)"):
         model.decoder.step(y, s, enc._replace(states=enc.states[..., :4]))
-    with pytest.raises(ValueError, match=r"enc.mask must be bool of shape \(3, 6\)"):
+    with pytest.raises(ValueError, match=r"enc.mask must have dtype torch.bool .*shape \(3, 6\)"):
         model.decoder.step(y, s, enc._replace(mask=enc.mask.long()))
     with pytest.raises(ValueError, match=r"tgt_in .*\(B, T\)"):
         model.decoder(TGT_IN[0], enc)
     with pytest.raises(ValueError, match=r"enc.states must have shape \(2, S, 7\)"):
         model.decoder(TGT_IN[:2], enc)
-    with pytest.raises(ValueError, match=r"mask must be a bool tensor of shape \(3, 6\)"):
+    with pytest.raises(ValueError, match=r"mask must have shape \(3, 6\)"):
         model.decoder.attention(s, enc.states, enc.mask[:, :5])
     with pytest.raises(ValueError, match=r"score must be one of"):
-        Attention("general", H, H, 4)
+        Attention("general", D_H, D_H, 4)
     with pytest.raises(ValueError, match=r"needs cfg.attention"):
-        AttentionDecoder(Seq2SeqConfig(V_SRC, V_TGT, emb_dim=E, hidden=H))
+        AttentionDecoder(Seq2SeqConfig(V_SRC, V_TGT, d_emb=D_EMB, d_h=D_H))
 
 
 # ----------------------------------------------------------------------------- training
@@ -364,24 +361,25 @@ def test_a_short_training_run_lowers_the_loss_deterministically():
     runs = []
     for _ in range(2):
         torch.manual_seed(0)
-        model = Seq2Seq(Seq2SeqConfig(len(task.src_vocab), len(task.tgt_vocab), emb_dim=8,
-                                      hidden=16, max_len=8, attention="additive",
+        model = Seq2Seq(Seq2SeqConfig(len(task.src_vocab), len(task.tgt_vocab), d_emb=8,
+                                      d_h=16, max_len=8, attention="additive",
                                       bidirectional=True))
         history = train(model, data, epochs=6, batch_size=30, lr=2e-2,
                         generator=torch.Generator().manual_seed(0), progress=False,
                         schedule="linear")
         runs.append((history, [p.detach().clone() for p in model.parameters()]))
     (history, params), (history2, params2) = runs
-    assert history == history2  # bitwise the same losses
+    assert history.loss == history2.loss  # bitwise the same losses
     assert all(torch.equal(a, b) for a, b in zip(params, params2, strict=True))
-    assert history["loss"][-1] < 0.8 * history["loss"][0], history["loss"]
+    epoch_loss = history.epoch_loss()
+    assert epoch_loss[-1] < 0.8 * epoch_loss[0], epoch_loss
     assert evaluate(model, held_out).shape == (40,)
 
 
 def test_linear_schedule_is_adam_with_a_falling_learning_rate():
     task = make_task(60, 10, seed=1, min_numbers=1, max_numbers=2)
     data = make_batch(task.train, task.src_vocab, task.tgt_vocab)
-    cfg = Seq2SeqConfig(len(task.src_vocab), len(task.tgt_vocab), emb_dim=4, hidden=6,
+    cfg = Seq2SeqConfig(len(task.src_vocab), len(task.tgt_vocab), d_emb=4, d_h=6,
                         attention="dot")
     torch.manual_seed(0)
     model = Seq2Seq(cfg)

@@ -1,0 +1,116 @@
+"""The assembled translator of units 02-04: encoder + either decoder, trained and evaluated.
+
+    model = Seq2Seq(seq2seq.config_for(task, d_h=64, attention="additive", bidirectional=True))
+    history = train(model, train_data, epochs=6, batch_size=128, lr=1e-2, schedule="linear")
+    correct = evaluate(model, test_data)          # (N,) bool, exact match of greedy decoding
+    ids, weights = model.translate(src, lengths, return_weights=True)
+
+`Seq2SeqConfig(attention=None)` gives unit 02's decoder (`seq2seq.Decoder`), a score name
+gives unit 03's (`attention_decoder.AttentionDecoder`); `train` is `training.fit` with
+minibatch epochs and teacher forcing.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+
+from course_utils._checks import require_int
+from course_utils.attention_decoder import AttentionDecoder
+from course_utils.data.vocab import minibatches
+from course_utils.seq2seq import (
+    Decoder,
+    Encoder,
+    Seq2SeqConfig,
+    exact_match,
+    greedy_decode,
+    padded_cross_entropy,
+)
+from course_utils.training import History, fit
+
+__all__ = ["Seq2Seq", "evaluate", "train"]
+
+
+class Seq2Seq(nn.Module):
+    """Encoder + decoder. `forward` is teacher forcing, `translate` greedy decoding."""
+
+    def __init__(self, cfg: Seq2SeqConfig, decoder: nn.Module | None = None):
+        super().__init__()
+        if not isinstance(cfg, Seq2SeqConfig):
+            raise ValueError(f"cfg must be a Seq2SeqConfig; got {type(cfg).__name__}")
+        self.cfg = cfg
+        self.encoder = Encoder(cfg)
+        if decoder is None:
+            decoder = Decoder(cfg) if cfg.attention is None else AttentionDecoder(cfg)
+        self.decoder = decoder
+
+    def forward(self, src, lengths, tgt_in) -> torch.Tensor:
+        """src (B, S), lengths (B,), tgt_in (B, T) -> logits (B, T, V)."""
+        return self.decoder(tgt_in, self.encoder(src, lengths))
+
+    def loss(self, src, lengths, tgt) -> torch.Tensor:
+        """tgt (B, T + 1) = <start> y_1 .. y_n <end> <pad>..: read tgt[:, :-1], predict
+        tgt[:, 1:], padded cross-entropy (a scalar)."""
+        logits = self(src, lengths, tgt[:, :-1])  # (B, T, V)
+        return padded_cross_entropy(logits, tgt[:, 1:])
+
+    @torch.no_grad()
+    def translate(self, src, lengths, max_len: int | None = None, return_weights=False):
+        """Greedy decoding of a batch: ids (B, L) (and weights (B, L, S) or None)."""
+        enc = self.encoder(src, lengths)
+        s0 = self.decoder.init_state(enc)  # (B, d_h)
+        return greedy_decode(lambda y, s: self.decoder.step(y, s, enc), s0, src.shape[0],
+                             max_len=self.cfg.max_len if max_len is None else max_len,
+                             return_weights=return_weights)
+
+
+def train(model: Seq2Seq, data, *, epochs: int, batch_size: int = 64, lr: float = 3e-3,
+          generator: torch.Generator | None = None, clip: float | None = 1.0, eval_data=None,
+          desc: str = "training", progress: bool = True, schedule: str = "constant"
+          ) -> History:
+    """Train with Adam and teacher forcing on `data` (a `translation.TranslationBatch`):
+    `training.fit` with `model.loss` as the loss.
+
+    Each epoch visits every example once in minibatches drawn with `generator`; gradients
+    are clipped to norm `clip` (None: no clipping). `schedule="linear"` lowers the learning
+    rate linearly from lr at the first step to lr / n_steps at the last (large steps early,
+    small ones to settle at the end). After each epoch, if `eval_data` is given, the
+    exact-match accuracy of greedy decoding on it is recorded as the metric "exact_match".
+    Returns the History: `.loss` every step, `.epoch_loss()` per epoch,
+    `.metrics["exact_match"]` per epoch (at `.eval_step`).
+    """
+    epochs = require_int(epochs, "epochs")
+    batch_size = require_int(batch_size, "batch_size")
+    if len(data) == 0:
+        raise ValueError("data holds no example to train on")
+    steps_per_epoch = math.ceil(len(data) / batch_size)
+    batches = (data[index] for _ in range(epochs)
+               for index in minibatches(len(data), batch_size, generator=generator))
+    evaluate_fn = None
+    if eval_data is not None:
+        def evaluate_fn(model):
+            return {"exact_match": float(evaluate(model, eval_data).float().mean())}
+    return fit(model, lambda model, batch: model.loss(batch.src, batch.src_lengths, batch.tgt),
+               batches, n_steps=epochs * steps_per_epoch, lr=lr, schedule=schedule, clip=clip,
+               evaluate=evaluate_fn, eval_every=steps_per_epoch if eval_data is not None else 0,
+               steps_per_epoch=steps_per_epoch, progress=progress, desc=desc)
+
+
+def evaluate(model: Seq2Seq, data, batch_size: int = 1000) -> torch.Tensor:
+    """Exact match of greedy decoding for every example of `data` (a TranslationBatch):
+    (N,) bool, in the order of `data`."""
+    longest = data.tgt.shape[1] - 1  # y_1 .. y_n <end>, without <start>
+    cfg = getattr(model, "cfg", None)
+    if cfg is not None and longest > cfg.max_len:
+        raise ValueError(f"the longest target has {longest} tokens (with <end>) but greedy "
+                         f"decoding stops after max_len = {cfg.max_len}: raise "
+                         f"Seq2SeqConfig.max_len to at least {longest}")
+    model.eval()
+    correct = []
+    for index in minibatches(len(data), batch_size, shuffle=False):
+        batch = data[index]
+        pred = model.translate(batch.src, batch.src_lengths)  # (b, L)
+        correct.append(exact_match(pred, batch.tgt[:, 1:]))  # (b,)
+    return torch.cat(correct)  # (N,)
