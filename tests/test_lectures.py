@@ -59,7 +59,119 @@ def exact_match(name: str) -> str:
     return f"float(correct[{name!r}].float().mean())"
 
 
-CLAIMS: dict[str, list[Claim]] = {}
+def share(name: str, bucket: str) -> str:
+    return f"results[{name!r}][{bucket!r}][0]"
+
+
+PARAMETER_FREE = ("dot", "scaled_dot", "cosine")  # lecture 04's score functions without weights
+LEARNED = ("additive", "multiplicative")
+
+# Each claim: the sentence of the lecture it checks, and next to it the values measured when
+# the band was set (native AVX-512 path / ATEN_CPU_CAPABILITY=default, seed 0).
+CLAIMS: dict[str, list[Claim]] = {
+    "03_attention_seq2seq": [
+        # 0.994 / ...
+        Claim("attention: about 99% of held-out lists right", exact_match("attention"), 0.985),
+        # 0.153 / ...
+        Claim("no attention (same recipe): a minority right", exact_match("no attention"),
+              high=0.40),
+        Claim("attention beats no attention by at least 60 points",
+              f"{exact_match('attention')} - {exact_match('no attention')}", 0.60),
+        # 0.986 / ...
+        Claim("a forward encoder translates nearly as well", exact_match(
+            "attention, forward encoder"), 0.95),
+        # 0.0 / ...
+        Claim("no attention: none right from 21 words on", share("no attention", "21-30"),
+              high=0.02),
+        # 0.077 / ...
+        Claim("no attention: few of the middle lengths", share("no attention", "11-20"),
+              high=0.30),
+        # 0.52 / ...
+        Claim("no attention: some of the short lists right", share("no attention", "5-10"),
+              0.15),
+        # 0.988 / ...
+        Claim("attention: flat near the top up to 30 words",
+              f"min({share('attention', '5-10')}, {share('attention', '11-20')}, "
+              f"{share('attention', '21-30')})", 0.95),
+        # 0.950 / ...
+        Claim("bidirectional: the peak is on the true word for around 95% of digits",
+              "hit_rate['attention']['digits']", 0.88),
+        # 0.92 / ...
+        Claim("bidirectional: digit misses mostly one word to the left",
+              "offsets['attention']['digits'].get(-1, 0)"
+              " / (1 - offsets['attention']['digits'].get(0, 0))", 0.5),
+        # 0.58 / ...
+        Claim("forward encoder: far fewer digit peaks on the true word",
+              "hit_rate['attention']['digits'] - hit_rate['attention, forward encoder']['digits']",
+              0.15),
+        # 0.42 / 0.42 of 0.42 misses ...
+        Claim("forward encoder: most misses one word to the right",
+              "offsets['attention, forward encoder']['digits'].get(1, 0)"
+              " / (1 - offsets['attention, forward encoder']['digits'].get(0, 0))", 0.5),
+        # 0.013 / ...
+        Claim("attention: training loss falls far lower than without",
+              "history['attention'].epoch_loss()[-1] / history['no attention'].epoch_loss()[-1]",
+              high=0.2),
+    ],
+    "04_attention_variants": [
+        # 0.990 / ...
+        Claim("additive: more than 95% exact match", "results['additive']['exact match']", 0.95),
+        # 0.984 / ...
+        Claim("multiplicative: more than 95% exact match",
+              "results['multiplicative']['exact match']", 0.95),
+        # 0.220 / ...
+        Claim("parameter-free scores: fewer than two lists in five",
+              f"max(results[s]['exact match'] for s in {PARAMETER_FREE})", high=0.40),
+        # 0.764 / ...
+        Claim("parameter-free scores: more than 50 points behind the learned maps",
+              f"min(results[s]['exact match'] for s in {LEARNED})"
+              f" - max(results[s]['exact match'] for s in {PARAMETER_FREE})", 0.50),
+        # 0.411 / ...
+        Claim("parameter-free scores: token accuracy over 20 points above exact match",
+              f"min(results[s]['token accuracy'] - results[s]['exact match']"
+              f" for s in {PARAMETER_FREE})", 0.20),
+        # 14.8 / ...
+        Claim("parameter-free scores: last-epoch loss at least 5 times the learned maps'",
+              f"min(results[s]['last-epoch loss'] for s in {PARAMETER_FREE})"
+              f" / max(results[s]['last-epoch loss'] for s in {LEARNED})", 5.0),
+        # -0.035 / ...
+        Claim("scaling the dot product does not help inside the GRU model",
+              "results['scaled_dot']['exact match'] - results['dot']['exact match']",
+              high=0.05),
+        # 0.58 / ...
+        Claim("dot model: encoder states' root mean square well below 1",
+              "real_states.pow(2).mean().sqrt().item()", high=0.8),
+        # 14.6 / ...
+        Claim("dot: scores span more than five units per row",
+              "attention_stats['dot'][0]", 5.0),
+        # 0.68 / ...
+        Claim("dot: the softmax is sharp but not saturated", "attention_stats['dot'][1]",
+              0.3, 0.95),
+        # 0.145 / ...
+        Claim("scaled dot: scores several times narrower than dot's",
+              "attention_stats['scaled_dot'][0] / attention_stats['dot'][0]", high=0.4),
+        # 0.19 / ...
+        Claim("scaled dot: largest weight below a third", "attention_stats['scaled_dot'][1]",
+              high=0.33),
+        # 0.51 / ...
+        Claim("cosine: the learned scale g went down, below 1", "g", high=1.0),
+        # 0.23 / ...
+        Claim("cosine: a row of scores spans a fraction of a unit",
+              "attention_stats['cosine'][0]", high=1.0),
+        # 0.01 / ...
+        Claim("cosine: largest weight within a few hundredths of uniform",
+              "attention_stats['cosine'][1] - uniform.item()", high=0.05),
+        # 1.34 / ...
+        Claim("no score makes a training step twice as expensive as another",
+              "max(step_seconds.values()) / min(step_seconds.values())", high=2.0),
+        # 4.8 / ... (timings: only margins far larger than the noise of a busy machine)
+        Claim("PyTorch's attention clearly faster than the course's on long sequences",
+              "seconds['course_utils SDPA'][-1] / seconds['torch SDPA'][-1]", 1.5),
+        # 60 / ...
+        Claim("additive scores cost more than 10 times the matrix form at T = 512",
+              "seconds['additive scores'][-1] / seconds['course_utils SDPA'][3]", 10.0),
+    ],
+}
 
 
 # ----------------------------------------------------------------------------- running
