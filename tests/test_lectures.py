@@ -13,9 +13,10 @@ Outputs come in two kinds (README, "Exact and machine-dependent outputs"):
   listed below with a band, and checked on the values that each run computed.
 
 One run per lecture and code path does both jobs. The values are read out of the lecture's own
-kernel by an IPython start-up hook that this module writes into a private IPYTHONDIR: after
-every cell it evaluates the claims' expressions (plain reads of the lecture's variables) and
-stores the results as JSON. Nothing is added to the lecture, and nothing is printed.
+kernel by an IPython start-up hook that this module writes into a private IPYTHONDIR: after the
+lecture's last code cell has run, it evaluates the claims' expressions (reads of the
+lecture's variables) and stores the results as JSON. Nothing is added to the lecture, and
+nothing is printed.
 The two runs of a lecture go side by side (lectures train on one thread; the machine has two).
 """
 
@@ -43,11 +44,11 @@ IGNORE_TAG = "nbval-ignore-output"
 class Claim:
     """A sentence of the lecture about a result of training, as a band on an expression.
 
-    `expression` is evaluated in the lecture's namespace after every cell (keep it a cheap,
-    side-effect-free read: no random numbers, no training); its last value must lie in
-    [low, high]. Next to each claim, a comment gives the values measured when the band was set
-    (seeds and code paths), so that a band can be judged: wide enough for any CPU, narrow
-    enough to catch a real regression."""
+    `expression` is evaluated in the lecture's namespace once, after the last cell (keep it
+    free of side effects that matter: no training); its value must lie in [low, high]. Next
+    to each claim, a comment gives the values measured when the band was set (seeds and code
+    paths), so that a band can be judged: wide enough for any CPU, narrow enough to catch a
+    real regression."""
 
     text: str
     expression: str
@@ -181,23 +182,22 @@ HOOK = textwrap.dedent('''
         import json, math, os
         expressions = json.loads(os.environ["COURSE_CLAIM_EXPRESSIONS"])
         path = os.environ["COURSE_CLAIM_FILE"]
+        last_cell = os.environ["COURSE_CLAIM_LAST_CELL"].strip()
         shell = get_ipython()
-        found = {}
 
         def record(result):
-            changed = False
+            if result.info.raw_cell.strip() != last_cell:
+                return
+            found = {}
             for name, expression in expressions.items():
                 try:
-                    value = eval(expression, shell.user_ns)
-                    value = float(value)
-                except Exception:
+                    value = float(eval(expression, shell.user_ns))
+                except Exception as error:
+                    found[name] = f"{type(error).__name__}: {error}"
                     continue
-                if not math.isfinite(value) or found.get(name) != value:
-                    found[name] = value
-                    changed = True
-            if changed:
-                with open(path, "w") as f:
-                    json.dump(found, f)
+                found[name] = value if math.isfinite(value) else repr(value)
+            with open(path, "w") as f:
+                json.dump(found, f)
 
         shell.events.register("post_run_cell", record)
 
@@ -220,7 +220,10 @@ def _run(path: Path, capability: str | None, workdir: Path) -> Run:
     (startup / "00-course-claims.py").write_text(HOOK)
     values_file = workdir / "values.json"
     claims = CLAIMS.get(path.stem, [])
+    code = [cell.source for cell in read(path).cells
+            if cell.cell_type == "code" and cell.source.strip()]
     env = dict(os.environ, IPYTHONDIR=str(ipython_dir), COURSE_CLAIM_FILE=str(values_file),
+               COURSE_CLAIM_LAST_CELL=code[-1],
                COURSE_CLAIM_EXPRESSIONS=json.dumps({c.text: c.expression for c in claims}))
     env.pop("ATEN_CPU_CAPABILITY", None)
     env.pop("MPLBACKEND", None)  # the kernel's own inline backend, as when a student runs it
@@ -275,8 +278,8 @@ def test_claims_about_training_hold(runs, path, code_path):
     failures = []
     for claim in CLAIMS.get(path.stem, []):
         value = values.get(claim.text)
-        if value is None:
-            failures.append(f"{claim.text}: `{claim.expression}` never evaluated to a number")
+        if not isinstance(value, float):
+            failures.append(f"{claim.text}: `{claim.expression}` gave no number ({value})")
         elif not claim.low <= value <= claim.high:
             failures.append(f"{claim.text}: {value:.4g} outside [{claim.low}, {claim.high}]")
     assert not failures, f"{path.name} ({code_path}):\n  " + "\n  ".join(failures)
