@@ -395,3 +395,44 @@ def test_disabling_a_function_that_another_module_imported_by_name_is_not_tamper
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith("caught Tampering detected"), proc.stdout
     assert "course_utils.bow.masked_softmax" in proc.stdout
+
+
+def test_unit_03s_hidden_tests_switch_off_the_reference_attention_decoder():
+    """Exercise 03's hidden tests disable course_utils.attention, seq2seq and
+    attention_decoder: the reference decoder step and the GRU with the context in every gate
+    raise, also when imported by name first, and nothing counts as tampering. A fresh
+    interpreter, so that translator (which imports seq2seq by name) is loaded before the
+    baseline."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\n"
+        "import course_utils.translator\n"
+        "from course_utils.attention_decoder import context_gru_step\n"
+        "from course_utils import grading\n"
+        "modules = ('course_utils.attention', 'course_utils.seq2seq',\n"
+        "           'course_utils.attention_decoder')\n"
+        "z = torch.zeros(1, 2)\n"
+        "with grading.reference_disabled(*modules):\n"
+        "    for call in (lambda: context_gru_step(z, z, z, *[torch.zeros(6, 2)] * 3,\n"
+        "                                          torch.zeros(6)),\n"
+        "                 lambda: course_utils.attention_decoder.alignment_hit_rate(z, []),\n"
+        "                 lambda: course_utils.seq2seq.initial_state(None, None)):\n"
+        "        try:\n"
+        "            call()\n"
+        "        except grading.GradingFailure as err:\n"
+        "            print('blocked', str(err).split(',')[0])\n"
+        "    grading.check(True, 'unused')\n"
+        "grading.check(True, 'unused')\n"
+        "print(context_gru_step(z, z, z, *[torch.zeros(6, 2)] * 3, torch.zeros(6)).shape)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == [
+        "blocked your code called course_utils.attention_decoder.context_gru_step",
+        "blocked your code called course_utils.attention_decoder.alignment_hit_rate",
+        "blocked your code called course_utils.seq2seq.initial_state",
+        "torch.Size([1, 2])",
+    ], proc.stdout

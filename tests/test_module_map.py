@@ -1,0 +1,72 @@
+"""The module map of course_utils (its package docstring): every module listed exists, the
+teaching modules import each other without cycles, and only at the top of the file."""
+
+import ast
+import re
+from pathlib import Path
+
+import course_utils
+
+PACKAGE = Path(course_utils.__file__).parent
+TEACHING = ["_checks", "attention", "bow", "seq2seq", "attention_decoder", "translator",
+            "training", "progress", "viz", "widgets", "data.vocab", "data.corpus",
+            "data.translation"]
+
+
+def path_of(module: str) -> Path:
+    return PACKAGE.joinpath(*module.split(".")).with_suffix(".py")
+
+
+def imports(module: str) -> tuple[set[str], list[int]]:
+    """The course_utils modules `module` imports at the top, and the lines of any import
+    inside a function or class."""
+    tree = ast.parse(path_of(module).read_text())
+    top, nested = set(), []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+        if isinstance(node, ast.ImportFrom) and node.module == "course_utils":
+            names = [f"course_utils.{a.name}" for a in node.names]
+        ours = {n.removeprefix("course_utils.") for n in names
+                if n and n.startswith("course_utils")}
+        if node in tree.body:
+            top |= {n for n in ours if path_of(n).exists()}
+        else:
+            nested.append(node.lineno)
+    return top, nested
+
+
+def test_every_module_of_the_map_exists_and_every_teaching_module_is_in_it():
+    doc = course_utils.__doc__
+    listed = re.findall(r"^    (\w+) ", doc, flags=re.MULTILINE)
+    for name in listed:
+        assert path_of(name).exists() or (PACKAGE / name / "__init__.py").exists(), name
+    for module in TEACHING:
+        assert module.split(".")[0] in listed, f"{module} is missing from the module map"
+
+
+def test_teaching_modules_import_at_the_top_only_and_without_cycles():
+    graph = {}
+    for module in TEACHING:
+        top, nested = imports(module)
+        assert not nested, f"course_utils/{module}.py imports inside a function: lines {nested}"
+        graph[module] = top & set(TEACHING)
+    done, visiting = set(), []
+
+    def visit(module):
+        assert module not in visiting, "import cycle: " + " -> ".join([*visiting, module])
+        if module in done:
+            return
+        visiting.append(module)
+        for dep in graph[module]:
+            visit(dep)
+        visiting.pop()
+        done.add(module)
+
+    for module in TEACHING:
+        visit(module)
+    # the split of units 02-03: the parts do not import the assembled model
+    assert "translator" not in graph["seq2seq"] | graph["attention_decoder"]
+    assert "attention_decoder" not in graph["seq2seq"]
+    assert {"seq2seq", "attention_decoder", "training"} <= graph["translator"]
