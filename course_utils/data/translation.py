@@ -14,8 +14,8 @@ hold up (unit 03), as in Bahdanau et al. (2014), Figure 2.
 
 Everything is generated here from a seed; nothing is downloaded. The task knows what a real
 translation corpus does not: the **true alignment**. `NumberPair.alignment()` is the exact
-(T_target, T_source) 0/1 matrix: the tens digit of "four and twenty" comes from "twenty",
-its units digit from "four", each comma from the source's comma.
+(T, S) 0/1 matrix (target length T, source length S): the tens digit of "four and twenty"
+comes from "twenty", its units digit from "four", each comma from the source's comma.
 """
 
 from __future__ import annotations
@@ -98,9 +98,9 @@ class NumberPair:
         return cls(numbers, tuple(source), tuple(target), tuple(sources))
 
     def alignment(self) -> torch.Tensor:
-        """The true alignment, a (T_target, T_source) float 0/1 matrix with one 1 per row:
+        """The true alignment, a (T, S) float 0/1 matrix with one 1 per row:
         entry (i, j) is 1 when target character i is read from source word j."""
-        matrix = torch.zeros(len(self.target), len(self.source))  # (T_target, T_source)
+        matrix = torch.zeros(len(self.target), len(self.source))  # (T, S)
         matrix[torch.arange(len(self.target)), torch.tensor(self.sources)] = 1.0
         return matrix
 
