@@ -46,6 +46,11 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/jupyter server extension enable --sys-prefix nbgrader >/dev/null 2>&1
 	$(BIN)/jupyter labextension enable --level=sys_prefix @jupyter/nbgrader >/dev/null 2>&1
 	$(BIN)/jupyter labextension enable --level=sys_prefix @jupyter-widgets/jupyterlab-manager >/dev/null 2>&1
+	@# a lecture saved after a run keeps its widgets' state, so that reopening it shows the
+	@# widgets (an explorer's slider) instead of "Error displaying widget: model not found"
+	@mkdir -p $(VENV)/share/jupyter/lab/settings
+	@echo '{"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": true}}' \
+		> $(VENV)/share/jupyter/lab/settings/overrides.json
 	@$(BIN)/jupyter labextension list 2>&1 | grep -q '@jupyter/nbgrader.*enabled' \
 		|| { echo "nbgrader's JupyterLab extension is not enabled"; exit 1; }
 	@$(BIN)/jupyter labextension list 2>&1 | grep -q '@jupyter-widgets/jupyterlab-manager.*enabled' \
@@ -67,13 +72,26 @@ test: $(STAMP) sandbox
 		tests solutions $(PYTEST_ARGS)
 
 # Lectures are stored executed; re-run this after editing one. No timing metadata and no
-# widget state (progress bars carry random ids and speeds) is recorded, so an unchanged
-# lecture gives an unchanged file.
+# widget state (random model ids) is recorded, so an unchanged lecture gives an unchanged file.
+# An ipywidgets view stored without its state is an error box when the lecture is opened, so
+# the views are dropped and their static fallback (an explorer's figure) is kept.
+define DROP_WIDGET_VIEWS
+import sys, nbformat
+for path in sys.argv[1:]:
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            output.get("data", {}).pop("application/vnd.jupyter.widget-view+json", None)
+    nbformat.write(nb, path)
+endef
+export DROP_WIDGET_VIEWS
+
 LECTURE ?= lectures/*.ipynb
 lectures: $(STAMP)
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.record_timing=False --ExecutePreprocessor.store_widget_state=False \
 		--ExecutePreprocessor.timeout=600 $(LECTURE)
+	$(BIN)/python -c "$$DROP_WIDGET_VIEWS" $(LECTURE)
 
 release: $(STAMP)
 	@for unit in $(UNITS); do \

@@ -77,3 +77,12 @@ def test_formgrader_is_served_for_this_course(lab_url):
     assert status == 200
     names = {a["name"] for a in json.loads(body)}
     assert set(UNITS) <= names, f"formgrader sees {names}, not the course's units {UNITS}"
+
+
+def test_lab_saves_widget_state_with_the_notebook(lab_url):
+    """Without it, a lecture run and saved in JupyterLab reopens with "Error displaying
+    widget: model not found" where its slider was (`make setup` writes the override)."""
+    status, body = _get(f"{lab_url}/lab/api/settings/@jupyter-widgets/jupyterlab-manager:plugin")
+    assert status == 200
+    plugin = json.loads(body)  # overrides.json replaces the default in the schema
+    assert plugin["schema"]["properties"]["saveState"]["default"] is True
