@@ -432,6 +432,7 @@ def test_claims_about_training_hold(runs, path, code_path):
     failures = []
     for claim in CLAIMS.get(path.stem, []):
         value = values.get(claim.text)
+        print(f"{claim.text}: {value}")  # `pytest -rP` shows the values, to judge the bands
         if not isinstance(value, float):
             failures.append(f"{claim.text}: `{claim.expression}` gave no number ({value})")
         elif not claim.low <= value <= claim.high:
