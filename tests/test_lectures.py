@@ -551,7 +551,8 @@ def runs(request, tmp_path_factory) -> dict[tuple[str, str], Run]:
     each)."""
     wanted = {(item.callspec.params["path"], item.callspec.params.get("code_path"))
               for item in request.session.items
-              if item.module is sys.modules[__name__] and "runs" in item.fixturenames}
+              if getattr(item, "module", None) is sys.modules[__name__]
+              and "runs" in item.fixturenames}  # (nbval's notebook cells have no module)
     jobs = [(path, name, capability) for path in LECTURES
             for name, capability in CODE_PATHS.items() if (path, name) in wanted]
     with ThreadPoolExecutor(max_workers=2) as pool:
