@@ -47,9 +47,11 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/jupyter labextension enable --level=sys_prefix @jupyter/nbgrader >/dev/null 2>&1
 	$(BIN)/jupyter labextension enable --level=sys_prefix @jupyter-widgets/jupyterlab-manager >/dev/null 2>&1
 	@# a lecture saved after a run keeps its widgets' state, so that reopening it shows the
-	@# widgets (an explorer's slider) instead of "Error displaying widget: model not found"
+	@# widgets (an explorer's slider) instead of "Error displaying widget: model not found";
+	@# and the course runs offline, so JupyterLab does not offer to fetch news
 	@mkdir -p $(VENV)/share/jupyter/lab/settings
-	@echo '{"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": true}}' \
+	@echo '{"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": true},' \
+		'"@jupyterlab/apputils-extension:notification": {"fetchNews": "false"}}' \
 		> $(VENV)/share/jupyter/lab/settings/overrides.json
 	@$(BIN)/jupyter labextension list 2>&1 | grep -q '@jupyter/nbgrader.*enabled' \
 		|| { echo "nbgrader's JupyterLab extension is not enabled"; exit 1; }
