@@ -226,9 +226,9 @@ CLAIMS: dict[str, list[Claim]] = {
               f" / attention_received(models[{FF_POS!r}])[frequent].log().std())", 1.1, 3.0),
     ],
     "02_seq2seq_rnn": [
-        # Seed 0, native / default: see the values with `pytest -rP`; bands set from seeds
-        # 0-4 on both code paths (lecture 02 is the least stable: reversing gains -0.2 to +8
-        # points over seeds, so its claim is only that it does not hurt).
+        # Bands set from seeds 0-4 on both code paths; the values of seed 0 are printed by
+        # `pytest -rP`. Lecture 02 is the least stable: reversing gains -0.2 to +8 points over
+        # seeds (0.084 / 0.076 here), so its claim is only that it does not hurt.
         Claim('the loss falls steadily (forward, every epoch lower)',
               "all(a > b for a, b in zip(history['forward'].epoch_loss(), "
               "history['forward'].epoch_loss()[1:]))",
@@ -317,10 +317,10 @@ CLAIMS: dict[str, list[Claim]] = {
         Claim('forward: only about a fifth to a quarter',
               "float(correct['forward'].float().mean())",
               0.15, 0.3),
-        Claim('reversing helps (overall exact match)',
+        Claim('reversing does not hurt (overall exact match)',
               "float(correct['reversed source'].float().mean() - "
               "correct['forward'].float().mean())",
-              0.0, 0.2),
+              -0.02, 0.2),
         Claim('final state is by far the larger gain',
               "float(correct['final state fed to every step'].float().mean() - "
               "correct['reversed source'].float().mean())",
