@@ -35,8 +35,9 @@ help:
 
 setup: $(STAMP)
 
-# Re-run only when the dependency files change; each step is idempotent.
-$(STAMP): pyproject.toml requirements.lock
+# Re-run only when the dependency files or this Makefile (which holds the set-up steps)
+# change; each step is idempotent.
+$(STAMP): pyproject.toml requirements.lock Makefile
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ needed, found " + sys.version.split()[0]'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet -r requirements.lock
