@@ -109,11 +109,11 @@ release: $(STAMP)
 JOBS ?= 1
 UNSAFE ?=
 autograde: release
-	$(BIN)/python -m course_utils.autograde --jobs $(JOBS) $(if $(UNSAFE),--unsafe)
+	$(BIN)/python -m course_grader.autograde --jobs $(JOBS) $(if $(UNSAFE),--unsafe)
 
 # Per-student totals, per-item failure rates, a histogram and CSV files in reports/.
 report: $(STAMP)
-	$(BIN)/python -m course_utils.report --out reports
+	$(BIN)/python -m course_grader.report --out reports
 
 # The grading sandbox needs bubblewrap (Debian/Ubuntu package `bubblewrap`). Installed here
 # when missing and this user may (root, or sudo without a password); otherwise it says how.
@@ -135,11 +135,11 @@ feedback: $(STAMP)
 	done
 
 bench: $(STAMP)
-	$(BIN)/python tests/benchmark_notebooks.py
+	$(BIN)/python .ci/benchmark_notebooks.py
 
 # Autograding time per submission with and without the sandbox, and JOBS=2 against JOBS=1.
 bench-autograde: $(STAMP) sandbox
-	$(BIN)/python tests/benchmark_autograde.py
+	$(BIN)/python course_grader/benchmark.py
 
 lock:
 	rm -rf .lock-venv

@@ -22,8 +22,8 @@ from nbgrader.preprocessors import (
     SaveAutoGrades,
 )
 
-import course_utils
-from course_utils.nbgrader_hooks import HideHiddenTests, RestoreCells, SafeExecute
+import course_grader
+from course_grader.nbgrader_hooks import HideHiddenTests, RestoreCells, SafeExecute
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
@@ -42,7 +42,7 @@ c.CourseDirectory.db_url = f"sqlite:///{GRADEBOOK}?timeout=120"
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
-# Autograding runs student code in a sandbox (course_utils.sandbox: no network, no files
+# Autograding runs student code in a sandbox (course_grader.sandbox: no network, no files
 # but its own copy, CPU/memory/process/wall-time limits), caps each cell's output, checks
 # around every test cell that nothing the tests rely on was replaced, and scores 0 (never
 # "ungraded") what a hung or dead kernel could not finish. Grading without the sandbox needs
@@ -69,6 +69,6 @@ c.LimitOutput.max_traceback = 30
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
 # nbgrader's feedback template loads MathJax from a CDN; ours (searched first) loads nothing.
 c.HTMLExporter.extra_template_basedirs = [
-    str(Path(course_utils.__file__).parent / "feedback_templates"),
+    str(Path(course_grader.__file__).parent / "feedback_templates"),
     str(Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"),
 ]

@@ -11,6 +11,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("course_utils", "course_grader")
 # conda-forge names that differ from the PyPI names
 CONDA_TO_PYPI = {"pytorch-cpu": "torch", "pytorch": "torch"}
 
@@ -76,7 +77,7 @@ def test_torch_range_tops_out_at_2_13():
 
 
 def test_a_built_wheel_installs_every_module_and_data_file(tmp_path):
-    """`pip install .` (not editable) must give a working course_utils: build the wheel, install
+    """`pip install .` (not editable) must give a working course_utils and course_grader: build the wheel, install
     it alone into a fresh virtual environment and import every module from there, with the
     dependencies taken from this environment's site-packages (which hold no copy of
     course_utils: the editable install is only a finder that a .pth file starts)."""
@@ -92,20 +93,22 @@ def test_a_built_wheel_installs_every_module_and_data_file(tmp_path):
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source)
-    shutil.copytree(ROOT / "course_utils", source / "course_utils",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for package in PACKAGES:
+        shutil.copytree(ROOT / package, source / package,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
                     "--no-build-isolation", "--disable-pip-version-check", "-w", str(wheels),
                     str(source)], check=True, capture_output=True, timeout=300)
     (wheel,) = wheels.glob("*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    tracked = subprocess.run(["git", "ls-files", "course_utils"], cwd=ROOT, check=True,
+    tracked = subprocess.run(["git", "ls-files", *PACKAGES], cwd=ROOT, check=True,
                              capture_output=True, text=True).stdout.split()
     if tracked:  # a clone; in an exported tree, compare with the files on disk instead
         expected = set(tracked)
     else:
-        expected = {str(p.relative_to(ROOT)) for p in (ROOT / "course_utils").rglob("*")
+        expected = {str(p.relative_to(ROOT)) for package in PACKAGES
+                    for p in (ROOT / package).rglob("*")
                     if p.is_file() and "__pycache__" not in p.parts}
     assert not sorted(expected - names), f"missing from the wheel: {sorted(expected - names)}"
 
@@ -123,8 +126,8 @@ def test_a_built_wheel_installs_every_module_and_data_file(tmp_path):
         f"for name in {modules!r}:\n"
         "    module = importlib.import_module(name)\n"
         f"    assert pathlib.Path(module.__file__).is_relative_to({str(venv)!r}), module.__file__\n"
-        "import course_utils\n"
-        "templates = pathlib.Path(course_utils.__file__).parent / 'feedback_templates'\n"
+        "import course_grader\n"
+        "templates = pathlib.Path(course_grader.__file__).parent / 'feedback_templates'\n"
         "assert any(templates.rglob('*.j2')), 'feedback templates missing'\n"
         "print(len(sys.modules))\n"
     )

@@ -1,10 +1,10 @@
 """Autograding speed: per-submission time with and without the sandbox, JOBS=2 vs JOBS=1.
 
-    make bench-autograde      (or: python tests/benchmark_autograde.py [--submissions 20])
+    make bench-autograde      (or: python course_grader/benchmark.py [--submissions 20])
 
 Builds a throw-away course with the real release of unit 00 and N submissions (half
 solved, half untouched), grades them three times from scratch with
-`python -m course_utils.autograde`, and prints wall time per run and per submission.
+`python -m course_grader.autograde`, and prints wall time per run and per submission.
 Prints figures; asserts nothing about speed.
 """
 
@@ -56,7 +56,7 @@ def grade(course: Path, *args: str) -> float:
     subprocess.run([str(BIN / "nbgrader"), "generate_assignment", UNIT, "--force",
                     "--log-level=WARN"], cwd=course, env=env(), check=True)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "course_utils.autograde", UNIT, *args],
+    proc = subprocess.run([sys.executable, "-m", "course_grader.autograde", UNIT, *args],
                           cwd=course, env=env(), capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:

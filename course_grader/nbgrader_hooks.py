@@ -7,15 +7,17 @@ nor a traceback that would quote their lines.
 
 from __future__ import annotations
 
-import ast
 import functools
-import inspect
 import json
 import os
 import re
+import select
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
 from jupyter_core.utils import ensure_async, run_sync
@@ -24,9 +26,9 @@ from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode
 from nbformat import v4 as nbformat_v4
 from nbgrader.preprocessors import Execute, OverwriteCells
-from traitlets import Bool, Dict, Integer, Unicode
+from traitlets import Bool, Dict, Integer, List, Unicode
 
-from course_utils import integrity, sandbox
+from course_grader import sandbox
 
 __all__ = [
     "HideHiddenTests",
@@ -37,8 +39,8 @@ __all__ = [
     "hidden_line_numbers",
 ]
 
-# Exceptions whose message is written for students (by grading's checks or the autograder).
-SAFE_VERDICTS = ("GradingFailure", "TamperingDetected", "KernelStopped")
+# Exceptions whose message is written for students (by the checker or the autograder).
+SAFE_VERDICTS = ("GradingFailure", "KernelStopped", "GraderError")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _CELL_FRAME = re.compile(r"(?:Cell In\s*\[\d+\]|<ipython-input-[^>]*>), line (\d+)")
 
@@ -121,10 +123,14 @@ def _sandbox_problem() -> str | None:
 
 
 class SandboxedKernelManager(AsyncKernelManager):
-    """Starts the kernel inside `course_utils.sandbox`, talking over Unix sockets in a
-    private folder (the sandbox has no network, so TCP to the grader is impossible)."""
+    """Starts the kernel inside `course_grader.sandbox`, talking over Unix sockets in a
+    private folder (the sandbox has no network, so TCP to the grader is impossible). The
+    kernel's working copy holds the submission's files but no notebook (the graded one
+    carries the hidden tests), and its course_utils only the `reachable` modules."""
 
-    limits = Dict(help="course_utils.sandbox.Limits fields to override").tag(config=True)
+    limits = Dict(help="course_grader.sandbox.Limits fields to override").tag(config=True)
+    reachable = List(Unicode(), default_value=["course_utils.grading"],
+                     help="course_utils modules the kernel may import")
 
     async def _async_pre_start_kernel(self, **kw):
         self._private_dir = tempfile.mkdtemp(prefix="course-kernel-")
@@ -135,8 +141,14 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
         workdir = kw.get("cwd") or os.getcwd()
+        # outside the runtime folder, which the sandbox can write
+        staging = Path(tempfile.mkdtemp(prefix="course-kernel-files-"))
+        self._staging_dir = str(staging)
+        contents = _copy_without_notebooks(Path(workdir), staging / "submission")
+        package = sandbox.student_package(staging / "course_utils", list(self.reachable))
         wrapped = sandbox.wrap(kernel_cmd, workdir=workdir, runtime_dir=self._private_dir,
-                               limits=sandbox.Limits(**self.limits))
+                               limits=sandbox.Limits(**self.limits), contents=contents,
+                               package=package)
         return await super()._async_launch_kernel(wrapped, **kw)
 
     def exit_reason(self) -> str | None:
@@ -145,8 +157,86 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
-        if not restart and getattr(self, "_private_dir", None):
-            shutil.rmtree(self._private_dir, ignore_errors=True)
+        if not restart:
+            for folder in (getattr(self, "_private_dir", None),
+                           getattr(self, "_staging_dir", None)):
+                if folder:
+                    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _copy_without_notebooks(source: Path, dest: Path) -> Path:
+    """The submission's files for the kernel: everything but notebooks and links."""
+    def ignore(folder, names):
+        return [n for n in names if n.endswith(".ipynb") or n == ".ipynb_checkpoints"
+                or os.path.islink(os.path.join(folder, n))]
+
+    shutil.copytree(source, dest, symlinks=False, ignore=ignore, dirs_exist_ok=True)
+    return dest
+
+
+def _grade_id(cell) -> str | None:
+    return cell.metadata.get("nbgrader", {}).get("grade_id")
+
+
+def _gradebook_sources(resources) -> dict:
+    """{grade_id: {source, locked, grade, solution}} of the notebook's cells as released,
+    from the gradebook (the instructor's copy, not the submission's)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    meta = resources.get("nbgrader", {})
+    if not meta.get("db_url"):
+        return {}
+    with Gradebook(meta["db_url"]) as gb:
+        try:
+            notebook = gb.find_notebook(meta["notebook"], meta["assignment"])
+        except MissingEntry:
+            return {}
+        graded = {c.name for c in notebook.grade_cells}
+        solutions = {c.name for c in notebook.solution_cells}
+        return {c.name: {"source": c.source, "locked": bool(c.locked),
+                         "grade": c.name in graded, "solution": c.name in solutions}
+                for c in notebook.source_cells}
+
+
+class _Checker:
+    """The checker process (`python -m course_grader.checker`), one per notebook."""
+
+    def __init__(self, connection_file: str, *, cwd: str, timeout: float) -> None:
+        self._log = tempfile.TemporaryFile()
+        env = dict(os.environ, MPLBACKEND="Agg")
+        self.proc = subprocess.Popen([sys.executable, "-m", "course_grader.checker"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self._log, cwd=cwd, env=env, text=True)
+        self.failed: str | None = None
+        answer = self.ask({"op": "connect", "connection_file": connection_file})
+        if not answer.get("ok"):
+            self.failed = str(answer.get("message", "the checker could not connect"))
+
+    def ask(self, request: dict, wait: float = 300) -> dict:
+        if self.failed:
+            return {"ok": False, "passed": False, "kind": "grader", "message": self.failed}
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+            ready, _, _ = select.select([self.proc.stdout], [], [], wait)
+            line = self.proc.stdout.readline() if ready else ""
+            if not line:
+                raise RuntimeError("no answer" if ready else f"no answer within {wait:.0f} s")
+            return json.loads(line)
+        except Exception as err:  # noqa: BLE001 - the checker is gone or stuck
+            self.failed = f"the grader's checker stopped ({err})"
+            self.close()
+            return {"ok": False, "passed": False, "kind": "grader", "message": self.failed}
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write(json.dumps({"op": "stop"}) + "\n")
+                self.proc.stdin.flush()
+                self.proc.wait(timeout=10)
+            except Exception:  # noqa: BLE001
+                self.proc.kill()
+        self._log.close()
 
 
 def _error(ename: str, evalue: str) -> NotebookNode:
@@ -154,56 +244,52 @@ def _error(ename: str, evalue: str) -> NotebookNode:
                         traceback=[f"{ename}: {evalue}"])
 
 
-def _setup_imports(nb) -> dict[str, str]:
-    """{name: dotted target} for the imports in the notebook's locked, non-solution cells:
-    the names that test cells may rely on (`torch`, `grading`, `np`, ...)."""
-    names: dict[str, str] = {}
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type != "code" or not meta.get("locked") or meta.get("solution"):
-            continue
-        try:
-            tree = ast.parse(cell.source)
-        except SyntaxError:
-            continue
-        for node in tree.body:
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.asname:
-                        names[alias.asname] = alias.name
-                    else:
-                        top = alias.name.split(".")[0]
-                        names[top] = top
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                for alias in node.names:
-                    if alias.name != "*":
-                        names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-    return names
-
-
-def _is_graded_test(cell) -> bool:
-    meta = cell.metadata.get("nbgrader", {})
-    return cell.cell_type == "code" and bool(meta.get("grade")) and not meta.get("solution")
+def _kind(cell, sources: dict) -> str:
+    """"test" for a graded test cell, "setup" for a read-only cell of the instructor's code,
+    "student" for anything else, judged by the gradebook (a submission's metadata could
+    claim anything)."""
+    if cell.cell_type != "code":
+        return "markdown"
+    grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+    source = sources.get(grade_id)
+    if source is None or source["solution"]:
+        return "student"
+    if source["grade"]:
+        return "test"
+    return "setup" if source["locked"] else "student"
 
 
 class SafeExecute(Execute):
     """nbgrader's Execute, made safe for untrusted notebooks.
 
-    * the kernel runs in `course_utils.sandbox` (unless `sandbox = False`, the unsafe flag);
+    * the student's cells run in a kernel in `course_grader.sandbox` (unless `sandbox = False`,
+      the unsafe flag), which holds a copy of the submission's folder without any notebook
+      and a course_utils package without the reference code (`reachable_modules`);
+    * the test cells never run there: `course_grader.checker` runs them in a separate process,
+      with their source from the gradebook, calling the student's functions in the kernel and
+      judging the plain values they return; the cell's outputs are the checker's verdict
+      (and what the student's code printed, as plain text), so nothing the kernel does can
+      forge a pass, and no hidden test reaches the kernel;
+    * the instructor's read-only set-up cells run in both places;
     * each cell's output is capped at `max_output_chars` (a single huge line included) and
       cleaned of control characters and invalid text;
-    * around every graded test cell the integrity of the functions that tests rely on is
-      checked against a fingerprint taken before the first cell (kept here, outside the
-      kernel); a change adds a TamperingDetected error, so the item scores 0;
     * a cell that outlives the timeout and ignores the interrupt, or that kills the kernel,
       gets an error saying so; the kernel is stopped and every later cell is marked as not
       run, so that every item still gets a score (0) instead of none.
     """
 
-    sandbox = Bool(True, help="run student code in course_utils.sandbox").tag(config=True)
+    sandbox = Bool(True, help="run student code in course_grader.sandbox").tag(config=True)
     max_output_chars = Integer(20_000, help="output kept per cell, in characters").tag(
         config=True)
-    probe_timeout = Integer(60, help="seconds allowed for one integrity check").tag(config=True)
+    reachable_modules = List(
+        Unicode(), default_value=["course_utils._checks", "course_utils.data",
+                                  "course_utils.grading", "course_utils.progress",
+                                  "course_utils.training"],
+        help="the course_utils modules a student's kernel may import when graded (never one "
+             "that implements what an exercise asks)").tag(config=True)
+    reachable_by_unit = Dict(
+        help="{unit: [more course_utils modules]} that a unit's kernel may import too").tag(
+        config=True)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -213,68 +299,125 @@ class SafeExecute(Execute):
                 raise SandboxUnavailable(f"Refusing to autograde: {problem}. {UNSAFE_HINT}")
             self.kernel_manager_class = SandboxedKernelManager
 
+    def create_kernel_manager(self):
+        km = super().create_kernel_manager()
+        if isinstance(km, SandboxedKernelManager):
+            km.reachable = [*self.reachable_modules,
+                            *self.reachable_by_unit.get(self._unit, [])]
+        return km
+
     # -- the notebook
     def preprocess(self, nb, resources, km=None):
         self._stopped: str | None = None
-        self._baseline: dict | None = None
-        self._names = _setup_imports(nb)
         self._output_used: dict[int, int] = {}
-        return super().preprocess(nb, resources, km=km)
+        self._unit = resources.get("nbgrader", {}).get("assignment", "")
+        self._path = resources.get("metadata", {}).get("path") or os.getcwd()
+        self._sources = _gradebook_sources(resources)
+        self._checker: _Checker | None = None
+        self._setup_problem = ""
+        try:
+            return super().preprocess(nb, resources, km=km)
+        finally:
+            if self._checker is not None:
+                self._checker.close()
 
     def preprocess_cell(self, cell, resources, index):
-        if cell.cell_type != "code":
+        kind = _kind(cell, self._sources)
+        if kind == "markdown":
             return cell, resources
         if self._stopped:
             cell.outputs = [_error("KernelStopped", f"Not run: {self._stopped}.")]
             return cell, resources
-        graded = _is_graded_test(cell)
-        if self._baseline is None:
-            self._baseline = self._fingerprint(expected=True) or {}
-        changed = self._tampering() if graded else []
         self._output_used[index] = 0
+        if kind == "test":
+            return self._run_test(cell, index), resources
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         except (CellTimeoutError, DeadKernelError) as err:
             self._stop(self._why(err))
             cell.outputs.append(_error("KernelStopped", self._stopped_verdict))
             return cell, resources
-        if graded:
-            changed = sorted(set(changed) | set(self._tampering()))
-            if changed:
-                cell.outputs.append(_error("TamperingDetected", integrity.describe(changed)))
+        if kind == "setup":
+            answer = self._checker_for().ask(
+                {"op": "setup", "source": self._sources[_grade_id(cell)]["source"]})
+            if not answer.get("ok"):
+                self._setup_problem = str(answer.get("message", ""))[:500]
+                self.log.warning("a set-up cell failed in the checker: %s", self._setup_problem)
         return cell, resources
 
-    # -- integrity
-    def _fingerprint(self, expected: bool = False) -> dict | None:
-        """Run integrity.fingerprint's own source in the kernel and return its result."""
-        source = inspect.getsource(integrity.fingerprint)
-        call = (f"(lambda ns: (exec({source!r}, ns), __import__('json').dumps("
-                f"ns['fingerprint']({integrity.WATCHED_MODULES!r}, {self._names!r}, "
-                f"{expected!r})))[1])({{}})")
-        try:
-            msg_id = self.kc.execute("", silent=True, store_history=False,
-                                     user_expressions={"fp": call})
-            reply = run_sync(self._shell_reply)(msg_id)
-            value = reply["content"]["user_expressions"]["fp"]
-            return json.loads(ast.literal_eval(value["data"]["text/plain"]))
-        except Exception:  # noqa: BLE001 - anything that stops the check counts as tampering
-            return None
+    # -- test cells, in the checker
+    def _checker_for(self) -> _Checker:
+        if self._checker is None:
+            self._checker = _Checker(self.km.connection_file, cwd=str(self._path),
+                                     timeout=self.timeout or 120)
+        return self._checker
 
-    async def _shell_reply(self, msg_id: str) -> dict:
-        deadline = time.monotonic() + self.probe_timeout
-        while True:
-            left = max(0.0, deadline - time.monotonic())
-            msg = await ensure_async(self.kc.shell_channel.get_msg(timeout=left))
+    def _run_test(self, cell, index):
+        source = self._sources[_grade_id(cell)]["source"]
+        cell.source = source
+        hidden = sorted(hidden_line_numbers(source, "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"))
+        verdict = self._checker_for().ask(
+            {"op": "test", "source": source, "hidden_lines": hidden,
+             "timeout": self.timeout or 120}, wait=(self.timeout or 120) + 60)
+        outputs = []
+        printed = _clean(str(verdict.get("stdout", "")))
+        if printed:
+            outputs.append(NotebookNode(output_type="stream", name="stdout",
+                                        text=printed[: self.max_output_chars]))
+        kind = verdict.get("kind")
+        if not verdict.get("passed"):
+            message = _clean(str(verdict.get("message") or "the test failed"))
+            if self._setup_problem and kind in ("crash", "grader"):
+                message += f" (the grader's set-up failed too: {self._setup_problem})"
+            ename = {"timeout": "KernelStopped", "kernel": "KernelStopped",
+                     "grader": "GraderError"}.get(kind, "GradingFailure")
+            outputs.append(_error(ename, message))
+        cell.outputs = outputs
+        cell.execution_count = None
+        if kind == "timeout":
+            self._recover_after_timeout()
+        elif kind == "kernel":
+            self._recover_after_loss()
+        return cell
+
+    def _recover_after_timeout(self) -> None:
+        """Interrupt the student's code; if the kernel does not come back, stop it."""
+        try:
+            run_sync(self.km.interrupt_kernel)()
+        except Exception as err:  # noqa: BLE001
+            self.log.debug("interrupt failed: %s", err)
+        if self._kernel_answers(wait=15):
+            self._checker_for().ask({"op": "recover"})
+            return
+        self._stop(f"a test ran longer than {self.timeout} s and the kernel did not stop when "
+                   f"interrupted, so it was stopped")
+
+    def _recover_after_loss(self) -> None:
+        if not run_sync(self.km.is_alive)():
+            self._stop(self._why(DeadKernelError("dead")))
+        elif self._kernel_answers(wait=15):
+            self._checker_for().ask({"op": "recover"})
+        else:
+            self._stop("the kernel stopped answering the grader")
+
+    def _kernel_answers(self, wait: float) -> bool:
+        try:
+            msg_id = self.kc.execute("", silent=True, store_history=False)
+            return run_sync(self._shell_reply)(msg_id, wait) is not None
+        except Exception:  # noqa: BLE001
+            return False
+
+    async def _shell_reply(self, msg_id: str, wait: float):
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            try:
+                msg = await ensure_async(self.kc.shell_channel.get_msg(
+                    timeout=max(0.1, deadline - time.monotonic())))
+            except Exception:  # noqa: BLE001 - queue.Empty
+                return None
             if msg["parent_header"].get("msg_id") == msg_id:
                 return msg
-
-    def _tampering(self) -> list[str]:
-        if not self._baseline:
-            return ["the integrity check itself (it could not run before the first cell)"]
-        now = self._fingerprint()
-        if now is None:
-            return ["the integrity check itself (the kernel did not answer it)"]
-        return integrity.changes(self._baseline, now)
+        return None
 
     # -- stopping a kernel that hangs or dies
     def _why(self, err: Exception) -> str:

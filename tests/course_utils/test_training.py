@@ -542,7 +542,7 @@ def test_nbval_sees_the_first_drawing_and_the_final_line_as_the_same_output():
     stored final line. tests/nbval_sanitize.cfg turns both into "desc: <progress bar>"."""
     from nbval.plugin import get_sanitize_patterns
 
-    config = (Path(__file__).parent / "nbval_sanitize.cfg").read_text()
+    config = (Path(__file__).parents[1] / "nbval_sanitize.cfg").read_text()
     patterns = get_sanitize_patterns(config)
 
     def sanitize(text):

@@ -4,7 +4,7 @@ Each notebook runs in a fresh kernel, started by a fresh runner process so that 
 resident memory of that kernel (the largest child the runner waited for) is measured alone.
 Prints a table and the suite total; it asserts nothing (budgets are read, not tested).
 
-    python tests/benchmark_notebooks.py [NOTEBOOK ...]
+    python .ci/benchmark_notebooks.py [NOTEBOOK ...]
 """
 
 from __future__ import annotations

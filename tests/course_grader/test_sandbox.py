@@ -1,4 +1,4 @@
-"""The grading sandbox itself (course_utils.sandbox), driven directly with small programs."""
+"""The grading sandbox itself (course_grader.sandbox), driven directly with small programs."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from course_utils import sandbox
+from course_grader import sandbox
 
 pytestmark = pytest.mark.skipif(sandbox.unavailable_reason() is not None,
                                 reason="no sandbox here (test_sandbox_is_available says why)")

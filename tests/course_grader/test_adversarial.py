@@ -1,6 +1,6 @@
-"""Adversarial submissions against the whole grading pipeline (`course_utils.autograde`).
+"""Adversarial submissions against the whole grading pipeline (`course_grader.autograde`).
 
-The corpus (tests/adversarial.py) is graded once, two at a time, in the sandbox; each case
+The corpus (course_grader/corpus.py) is graded once, two at a time, in the sandbox; each case
 must get exactly its expected score and say what happened, and nothing may leak or be left
 ungraded. Further tests: the unsafe flag, a killed batch, and the feedback of bad cases.
 """
@@ -23,13 +23,13 @@ from adversarial import CASES, NOTEBOOK, UNIT, build_corpus, released, solve, wr
 from conftest import BIN, run_nbgrader, tool_env
 from nbgrader.api import Gradebook
 
-from course_utils import sandbox
+from course_grader import sandbox
 
 CELL_TIMEOUT = 20
 
 
 def autograde(course: Path, *args: str, env=None, timeout=1800) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "course_utils.autograde", UNIT, *args],
+    return subprocess.run([sys.executable, "-m", "course_grader.autograde", UNIT, *args],
                           cwd=course, env=env or tool_env(), capture_output=True, text=True,
                           timeout=timeout)
 
@@ -163,7 +163,7 @@ def test_a_killed_batch_keeps_what_it_finished(fresh_course, tmp_path):
     for student in ("k1", "k2", "k3"):
         write(solve(course, released(course)), course / "submitted" / student / UNIT)
     status_file = course / "autograde_status" / f"{UNIT}.json"
-    proc = subprocess.Popen([sys.executable, "-m", "course_utils.autograde", UNIT],
+    proc = subprocess.Popen([sys.executable, "-m", "course_grader.autograde", UNIT],
                             cwd=course, env=tool_env(), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 300
@@ -198,7 +198,7 @@ def test_report_on_the_graded_corpus(graded, tmp_path):
     import csv
 
     course, status, _ = graded
-    proc = subprocess.run([sys.executable, "-m", "course_utils.report", "--course", str(course),
+    proc = subprocess.run([sys.executable, "-m", "course_grader.report", "--course", str(course),
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=300,
                           env=tool_env())
     assert proc.returncode == 0, proc.stderr

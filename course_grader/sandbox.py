@@ -85,13 +85,47 @@ def unavailable_reason() -> str | None:
 
 
 def wrap(cmd: list[str], *, workdir: str | os.PathLike, runtime_dir: str | os.PathLike,
-         limits: Limits | None = None) -> list[str]:
-    """The command line that runs `cmd` in the sandbox, with `workdir` as its (copied)
-    working directory and `runtime_dir` shared read-write with the grader."""
+         limits: Limits | None = None, contents: str | os.PathLike | None = None,
+         package: str | os.PathLike | None = None) -> list[str]:
+    """The command line that runs `cmd` in the sandbox, with `workdir` as its working
+    directory (a private copy of `contents`, by default of `workdir` itself) and
+    `runtime_dir` shared read-write with the grader. `package`, if given, is the folder the
+    sandbox sees in place of the course_utils package (see `student_package`)."""
     limits = limits or Limits()
-    return [sys.executable, "-m", "course_utils.sandbox",
+    extra = [f"--contents={Path(contents).resolve()}"] if contents else []
+    extra += [f"--package={Path(package).resolve()}"] if package else []
+    return [sys.executable, "-m", "course_grader.sandbox",
             f"--workdir={Path(workdir).resolve()}", f"--runtime-dir={Path(runtime_dir).resolve()}",
-            *limits.as_args(), "--", *cmd]
+            *extra, *limits.as_args(), "--", *cmd]
+
+
+def student_package(dest: str | os.PathLike, modules: list[str]) -> Path:
+    """A copy of the course_utils package that holds only `modules` (dotted names such as
+    "course_utils.grading" or "course_utils.data", a module or a subpackage) and the
+    package's __init__: what a student's kernel may import when graded. The reference code
+    of the exercises is left out, so no path at all leads to it from the sandbox."""
+    import course_utils
+
+    source = Path(course_utils.__file__).resolve().parent
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source / "__init__.py", dest / "__init__.py")
+    for dotted in modules:
+        parts = dotted.split(".")
+        if parts[0] != "course_utils" or len(parts) < 2:
+            raise ValueError(f"expected a module of course_utils such as "
+                             f"'course_utils.grading', got {dotted!r}")
+        relative = Path(*parts[1:])
+        if (source / relative).is_dir():
+            shutil.copytree(source / relative, dest / relative, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        elif (source / relative).with_suffix(".py").is_file():
+            (dest / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2((source / relative).with_suffix(".py"),
+                         (dest / relative).with_suffix(".py"))
+        else:
+            raise ValueError(f"course_utils has no module {dotted!r}")
+    return dest
 
 
 def exit_record(runtime_dir: str | os.PathLike) -> dict | None:
@@ -130,7 +164,8 @@ def _readonly_dirs(cmd: list[str]) -> list[str]:
 
 
 def _bwrap_args(cmd: list[str], workdir: str, runtime_dir: str, limits: Limits,
-                fds: list[int]) -> list[str]:
+                fds: list[int], contents: str | None = None,
+                package: str | None = None) -> list[str]:
     args = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
             "--clearenv", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox"]
 
@@ -156,10 +191,14 @@ def _bwrap_args(cmd: list[str], workdir: str, runtime_dir: str, limits: Limits,
     for d in _readonly_dirs(cmd):
         if not any(d == s or d.startswith(s + "/") for s in (*_SYSTEM_DIRS, "/etc")):
             bind(d, d)
+    if package:  # over the real package, wherever it is installed
+        import course_utils
+
+        bind(package, str(Path(course_utils.__file__).resolve().parent))
     if os.path.isdir("/sys/devices/system/cpu"):
         bind("/sys/devices/system/cpu", "/sys/devices/system/cpu")
     args.extend(["--proc", "/proc", "--dev", "/dev"])
-    bind(workdir, "/var/submission")
+    bind(contents or workdir, "/var/submission")
     args.extend(["--size", str(limits.workdir_bytes), "--tmpfs", workdir])
     bind(runtime_dir, runtime_dir, writable=True)
     # the root itself (a tmpfs holding the mount points) becomes read-only: writes can only
@@ -269,10 +308,12 @@ def _write_record(path: Path, record: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_utils.sandbox",
+    parser = argparse.ArgumentParser(prog="python -m course_grader.sandbox",
                                      description="Run a command in the grading sandbox.")
     parser.add_argument("--workdir", required=True)
     parser.add_argument("--runtime-dir", required=True)
+    parser.add_argument("--contents")
+    parser.add_argument("--package")
     for f in fields(Limits):
         parser.add_argument(f"--{f.name.replace('_', '-')}", type=int, default=f.default)
     parser.add_argument("cmd", nargs=argparse.REMAINDER)
@@ -285,12 +326,13 @@ def main(argv: list[str] | None = None) -> int:
     # Root is exempt from RLIMIT_NPROC: as root, a pids cgroup caps the processes instead.
     cgroup = _PidsCgroup(limits.processes) if os.getuid() == 0 else None
     if cgroup is not None and cgroup.path is None:
-        print("course_utils.sandbox: running as root and no pids cgroup can be made, so the "
+        print("course_grader.sandbox: running as root and no pids cgroup can be made, so the "
               "sandbox could not limit processes; run grading as an ordinary user",
               file=sys.stderr)
         return 125
     fds: list[int] = []
-    args = _bwrap_args(cmd, opts.workdir, opts.runtime_dir, limits, fds)
+    args = _bwrap_args(cmd, opts.workdir, opts.runtime_dir, limits, fds, opts.contents,
+                       opts.package)
     # An interrupt for the kernel reaches the whole process group: the launcher ignores it.
     signal.signal(signal.SIGINT, lambda *_: None)
     # the kernel's own stdout and stderr (not the cells' output) go to a log for debugging

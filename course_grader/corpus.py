@@ -2,8 +2,8 @@
 
 Each case is a submission folder and what grading must make of it: the score, and a text
 that must appear in the student's reason (autograde_status) or in the autograded notebook.
-`tests/test_adversarial.py` grades them all with `course_utils.autograde`; the same corpus
-is used by `tests/benchmark_autograde.py`.
+`tests/test_adversarial.py` grades them all with `course_grader.autograde`; the same corpus
+is used by `course_grader/benchmark.py`.
 
 Attacks that are not about points (reading the hidden tests, writing outside the working
 copy, the network, fork bombs, filling the disk, memory) come with a correct solution, so

@@ -28,7 +28,7 @@ import pytest
 from nbgrader.api import Gradebook
 from sqlalchemy.exc import SAWarning
 
-from course_utils import report
+from course_grader import report
 
 UNIT = "01_demo"
 NOTEBOOK = "demo"
@@ -178,13 +178,13 @@ def test_cli_unknown_unit_exits_2_and_names_the_known_units(course, tmp_path, ca
 
 
 def test_module_runs_as_a_command(course, tmp_path, monkeypatch, capsys):
-    # `python -m course_utils.report ...`, run in this interpreter (a new one would spend
+    # `python -m course_grader.report ...`, run in this interpreter (a new one would spend
     # seconds importing nbgrader again).
     argv = ["report", UNIT, "--course", str(course), "--out", str(tmp_path / "out")]
     monkeypatch.setattr(sys, "argv", argv)
     with warnings.catch_warnings(), pytest.raises(SystemExit) as exit_:
-        warnings.filterwarnings("ignore", "'course_utils.report' found in sys.modules")
-        runpy.run_module("course_utils.report", run_name="__main__")
+        warnings.filterwarnings("ignore", "'course_grader.report' found in sys.modules")
+        runpy.run_module("course_grader.report", run_name="__main__")
     assert exit_.value.code == 0
     assert f"{UNIT}: 4 students graded" in capsys.readouterr().out
     assert (tmp_path / "out" / f"{UNIT}_items.csv").is_file()

@@ -1,6 +1,6 @@
 """Batch autograding that one bad submission cannot stop (`make autograde`).
 
-    python -m course_utils.autograde [UNIT ...] [--jobs N] [--student ID ...] [--unsafe]
+    python -m course_grader.autograde [UNIT ...] [--jobs N] [--student ID ...] [--unsafe]
 
 For every submission `submitted/<student>/<unit>/` it
 
@@ -36,7 +36,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_utils import sandbox
+from course_grader import sandbox
 
 __all__ = ["Outcome", "grade_unit", "gradebook_integrity", "main", "stage_submission"]
 
@@ -302,7 +302,7 @@ def grade_unit(course: Path, unit: str, *, students: list[str] | None = None, jo
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_utils.autograde",
+    parser = argparse.ArgumentParser(prog="python -m course_grader.autograde",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("units", nargs="*", help="units to grade (default: all with submissions)")
     parser.add_argument("--course", type=Path, default=Path.cwd())

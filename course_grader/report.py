@@ -12,7 +12,7 @@ fails it when its score is below its maximum. A grade with neither an automatic 
 score is *ungraded*: it shows as `ungraded` and is left out of the item statistics (nbgrader's
 own total counts it as 0).
 
-    python -m course_utils.report [UNIT ...] [--course DIR] [--out DIR]
+    python -m course_grader.report [UNIT ...] [--course DIR] [--out DIR]
 
 Exit code 0 on success, 2 when the gradebook, a unit or a status file is missing or unreadable.
 """
@@ -300,7 +300,7 @@ def summary(report: UnitReport) -> str:
 def main(argv: list[str] | None = None) -> int:
     """The command line: report every unit named (default: every unit in the gradebook)."""
     parser = argparse.ArgumentParser(
-        prog="python -m course_utils.report",
+        prog="python -m course_grader.report",
         description="Write per-unit score tables and plots from the nbgrader gradebook.",
     )
     parser.add_argument("units", nargs="*", metavar="UNIT",

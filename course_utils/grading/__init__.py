@@ -1,0 +1,444 @@
+"""The check convention of every exercise's tests: a verdict a student can act on.
+
+A test cell calls the student's functions and compares what they return with what is
+expected; when it is wrong, it fails with one short message: which function, which input,
+what came back, what was expected, and a hint about the usual mistake.
+
+    from course_utils import grading
+    grading.check_tensor(softmax(x), expected, what="softmax(x)", hint="...")
+    out = grading.call(softmax, x)              # and fail if softmax changed x in place
+    grads = grading.gradients(softmax, x)       # the gradient the student's code gives
+    with grading.forbidden("torch.softmax", reason="implement the softmax yourself"):
+        ...
+    with grading.substitute(additive_attention=correct_one):   # judge a function alone
+        ...
+
+The same test cells run in two places. In the student's own kernel (JupyterLab, Validate)
+everything here runs directly. When a submission is autograded, test cells run in the
+grader's checker process instead (`course_grader.checker`), where each student function is
+a stand-in that calls the real one in the sandboxed kernel and brings back plain data;
+`forbidden`, `reference_disabled` and `substitute` are then sent along with each call, and
+the verdict never depends on anything the student's kernel says but the values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import sys
+import types
+from collections.abc import Iterator
+
+import torch
+
+__all__ = [
+    "GradingFailure",
+    "READY_MADE_SOFTMAX",
+    "call",
+    "check",
+    "check_tensor",
+    "forbidden",
+    "gradients",
+    "reference_disabled",
+    "substitute",
+]
+
+# PyTorch's own softmax, under every name it goes by; exercises that ask for a softmax forbid them.
+READY_MADE_SOFTMAX = (
+    "torch.softmax",
+    "torch.Tensor.softmax",
+    "torch.nn.functional.softmax",
+    "torch.special.softmax",
+    "torch._softmax",
+    "torch.ops.aten.softmax",
+    "torch.ops.aten._softmax",
+)
+
+
+class GradingFailure(AssertionError):
+    """A test verdict meant for the student: the message says what to fix."""
+
+
+class _Remote:
+    """What the checker process asks of this module while it runs a test cell: the names
+    to forbid and the functions to substitute are sent along with each call of a student
+    function instead of being applied here."""
+
+    def __init__(self) -> None:
+        self.forbidden: list[tuple[tuple[str, ...], str]] = []
+        self.substitutes: list[dict] = []
+
+    def forbidden_names(self) -> tuple[list[str], str]:
+        names = [n for block, _ in self.forbidden for n in block]
+        reasons = [r for _, r in self.forbidden]
+        return names, "; ".join(dict.fromkeys(reasons))
+
+    def substitute_map(self) -> dict:
+        merged: dict = {}
+        for block in self.substitutes:
+            merged.update(block)
+        return merged
+
+
+_REMOTE: _Remote | None = None   # set by course_grader.checker in its own process only
+
+
+def check(condition: bool, message: str) -> None:
+    """Fail with `message` unless `condition` holds."""
+    if not condition:
+        raise GradingFailure(message)
+
+
+def _fmt(x: torch.Tensor, first_wrong: int = 0) -> str:
+    """Six values of x (flattened), from the first wrong one on (or from the start when it is
+    among the first six), with ... where values are left out."""
+    flat = x.detach().flatten()
+    start = 0 if first_wrong < 6 else first_wrong - 1
+    values = flat[start:start + 6].tolist()
+    body = ", ".join(f"{v:.4g}" for v in values)
+    return (f"[{'..., ' if start else ''}{body}"
+            f"{', ...' if start + 6 < flat.numel() else ''}]")
+
+
+def _index(flat_index: int, shape: torch.Size) -> tuple[int, ...]:
+    index = []
+    for size in reversed(shape):
+        index.append(flat_index % size)
+        flat_index //= size
+    return tuple(reversed(index))
+
+
+def check_tensor(
+    actual,
+    expected: torch.Tensor,
+    *,
+    what: str,
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+    hint: str = "",
+) -> None:
+    """Check that `actual` is a tensor with the shape and values of `expected`.
+
+    `what` names the call being checked, e.g. "softmax(x, dim=0) for x of shape (3, 4)".
+    `hint` is added to every failure message: the likely mistake and how to fix it.
+    """
+    tail = f" Hint: {hint}" if hint else ""
+    if actual is None:
+        raise GradingFailure(f"{what} returned None; did you forget the `return`?{tail}")
+    if not isinstance(actual, torch.Tensor):
+        raise GradingFailure(
+            f"{what} should return a torch.Tensor; it returned a {type(actual).__name__}.{tail}"
+        )
+    if tuple(actual.shape) != tuple(expected.shape):
+        raise GradingFailure(
+            f"{what} returned shape {tuple(actual.shape)}; expected {tuple(expected.shape)}.{tail}"
+        )
+    if not actual.dtype.is_floating_point:
+        raise GradingFailure(
+            f"{what} returned dtype {actual.dtype}; expected a floating-point tensor "
+            f"({expected.dtype}).{tail}"
+        )
+    got = actual.detach().to(torch.float64)
+    want = expected.detach().to(torch.float64)
+    bad = ~torch.isfinite(got) & torch.isfinite(want)
+    if bad.any():
+        where = _index(int(bad.flatten().nonzero()[0]), got.shape)
+        raise GradingFailure(
+            f"{what} contains {got[where].item()} at index {where}, where {want[where].item():.4g} "
+            f"was expected. NaN or inf usually means an overflow in exp() or a division by "
+            f"zero.{tail}"
+        )
+    close = torch.isclose(got, want, atol=atol, rtol=rtol, equal_nan=True)
+    if not close.all():
+        first = int((~close).flatten().nonzero()[0])
+        where = _index(first, got.shape)
+        worst = (got - want).abs().nan_to_num(0.0).max().item()
+        raise GradingFailure(
+            f"{what} is wrong at index {where}: got {got[where].item():.6g}, expected "
+            f"{want[where].item():.6g} (largest difference {worst:.3g}). "
+            f"Returned {_fmt(got, first)}, expected {_fmt(want, first)} (flattened).{tail}"
+        )
+
+
+
+
+def call(fn, *args, **kwargs):
+    """fn(*args, **kwargs), failing if it changed one of its tensor arguments in place (a
+    caller's tensors are not the function's to modify)."""
+    if _REMOTE is not None:
+        return fn(*args, **kwargs)   # the checker's stand-in checks this on every call
+    named = _named_tensors(args, kwargs)
+    before = [t.detach().clone() for _, t in named]
+    result = fn(*args, **kwargs)
+    for (label, t), old in zip(named, before, strict=True):
+        if not _unchanged(t, old):
+            raise GradingFailure(
+                f"{_name(fn)}(...) changed its argument {label} in place. Leave the caller's "
+                f"tensors alone: compute new tensors (x = x + 1, torch.where, masked_fill "
+                f"without the underscore) instead of writing into the ones you were given.")
+    return result
+
+
+def _name(fn) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)
+
+
+def _named_tensors(args, kwargs) -> list[tuple[str, torch.Tensor]]:
+    found = []
+
+    def walk(label, obj, depth=0):
+        if isinstance(obj, torch.Tensor):
+            found.append((label, obj))
+        elif isinstance(obj, list | tuple) and depth < 4:
+            for i, x in enumerate(obj):
+                walk(f"{label}[{i}]", x, depth + 1)
+        elif isinstance(obj, dict) and depth < 4:
+            for k, x in obj.items():
+                walk(f"{label}[{k!r}]", x, depth + 1)
+
+    for i, a in enumerate(args):
+        walk(f"#{i + 1}", a)
+    for k, a in kwargs.items():
+        walk(f"`{k}`", a)
+    return found
+
+
+def _unchanged(t: torch.Tensor, old: torch.Tensor) -> bool:
+    new = t.detach()
+    if new.shape != old.shape:
+        return False
+    if new.dtype.is_floating_point:
+        return bool(torch.equal(new.isnan(), old.isnan())
+                    and torch.equal(new.nan_to_num(), old.nan_to_num()))
+    return bool(torch.equal(new, old))
+
+
+def cotangent(shape, dtype=torch.float64) -> torch.Tensor:
+    """The fixed weights that `gradients` sums an output with: no two entries alike, so that
+    a gradient sent to the wrong place shows."""
+    n = 1
+    for size in shape:
+        n *= size
+    return torch.cos(torch.arange(n, dtype=torch.float64) * 0.7 + 0.3).reshape(shape).to(dtype)
+
+
+def gradients(fn, *args, **kwargs):
+    """The gradients that fn's own code gives: of L = sum over fn's floating-point outputs of
+    sum(output * cotangent(output.shape)) with respect to every floating-point tensor among
+    the arguments (nested in lists, tuples and dicts too) and every parameter of an nn.Module
+    argument. Returns (result, grads): grads mirrors the arguments: a tensor for each tensor
+    (zeros where L does not depend on it), {name: grad} for a module, None for anything else;
+    keyword arguments come last, as a dict.
+
+    Fails with a GradingFailure if the result is not connected to the inputs (.detach(),
+    torch.no_grad(), .item() or NumPy on the way)."""
+    leaves: list[torch.Tensor] = []
+
+    def prepare(obj, depth=0):
+        if isinstance(obj, torch.Tensor) and obj.dtype.is_floating_point:
+            leaf = obj.detach().clone().requires_grad_(True)
+            leaves.append(leaf)
+            return leaf
+        if isinstance(obj, torch.nn.Module):
+            for p in obj.parameters():
+                p.grad = None
+                leaves.append(p)
+            return obj
+        if isinstance(obj, list | tuple) and depth < 4:
+            return type(obj)(prepare(x, depth + 1) for x in obj)
+        if isinstance(obj, dict) and depth < 4:
+            return {k: prepare(x, depth + 1) for k, x in obj.items()}
+        return obj
+
+    args2 = [prepare(a) for a in args]
+    kwargs2 = {k: prepare(a) for k, a in kwargs.items()}
+    with torch.enable_grad():
+        result = fn(*args2, **kwargs2)
+        outputs = [t for _, t in _named_tensors((result,), {}) if t.dtype.is_floating_point]
+        connected = [t for t in outputs if t.requires_grad]
+        if outputs and not connected:
+            raise GradingFailure(
+                f"{_name(fn)}(...) returned a result that is not connected to its inputs, so "
+                f"no gradient can flow back through it and nothing before it would train. "
+                f"Compute with differentiable tensor operations only: no torch.no_grad(), "
+                f".detach(), .item(), float() or NumPy on the way.")
+        loss = sum((t * cotangent(t.shape, t.dtype)).sum() for t in connected)
+        found = torch.autograd.grad(loss, leaves, allow_unused=True) if connected else ()
+    grads = iter(g if g is not None else torch.zeros_like(leaf)
+                 for g, leaf in zip(found, leaves, strict=False))
+
+    def collect(obj, depth=0):
+        if isinstance(obj, torch.Tensor) and obj.dtype.is_floating_point:
+            return next(grads)
+        if isinstance(obj, torch.nn.Module):
+            return {name: next(grads) for name, _ in obj.named_parameters()}
+        if isinstance(obj, list | tuple) and depth < 4:
+            return type(obj)(collect(x, depth + 1) for x in obj)
+        if isinstance(obj, dict) and depth < 4:
+            return {k: collect(x, depth + 1) for k, x in obj.items()}
+        return None
+
+    return result, (*[collect(a) for a in args], *([{k: collect(a) for k, a in kwargs.items()}]
+                                                    if kwargs else []))
+
+
+def _resolve(dotted: str):
+    """'torch.nn.functional.softmax' -> (the module or class that holds it, 'softmax')."""
+    parts = dotted.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            owner = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:-1]:
+            owner = getattr(owner, name)
+        return owner, parts[-1]
+    raise ValueError(f"cannot resolve {dotted!r}; expected a dotted name such as 'torch.softmax'")
+
+
+def _raising_code(message: str) -> types.CodeType:
+    """The code of a function that raises GradingFailure(message) whatever it is given; it
+    names nothing but builtins, so it runs in any function's globals."""
+    source = ("def blocked(*args, **kwargs):\n"
+              "    raise __import__('course_utils.grading', fromlist=['GradingFailure'])"
+              f".GradingFailure({message!r})\n")
+    namespace: dict = {}
+    exec(source, namespace)  # noqa: S102 - our own constant source
+    return namespace["blocked"].__code__
+
+
+def _raising_code(message: str) -> types.CodeType:
+    """The code of a function that raises GradingFailure(message) whatever it is given; it
+    names nothing but builtins, so it runs in any function's globals."""
+    source = ("def blocked(*args, **kwargs):\n"
+              "    raise __import__('course_utils.grading', fromlist=['GradingFailure'])"
+              f".GradingFailure({message!r})\n")
+    namespace: dict = {}
+    exec(source, namespace)  # noqa: S102 - our own constant source
+    return namespace["blocked"].__code__
+
+
+@contextlib.contextmanager
+def forbidden(*names: str, reason: str, missing_ok: bool = False) -> Iterator[None]:
+    """Make the named callables raise GradingFailure while the block runs.
+
+    names: dotted paths such as "torch.softmax" or "torch.Tensor.softmax".
+    reason: what the student should do instead; it goes into the message.
+    missing_ok: skip names that cannot be resolved here (instead of a ValueError).
+
+    In the student's kernel this is a convenience, not a guarantee: a Python function has its
+    code swapped (so that a reference taken earlier raises too), other callables are replaced
+    where they are looked up, and code determined to get around it can. The grader flags
+    such code for the instructor (see README, "For instructors").
+    """
+    if _REMOTE is not None:
+        _REMOTE.forbidden.append((names, reason))
+        try:
+            yield
+        finally:
+            _REMOTE.forbidden.pop()
+        return
+    undo = []
+    try:
+        for dotted in names:
+            try:
+                owner, attr = _resolve(dotted)
+                original = getattr(owner, attr)
+            except (ValueError, AttributeError, ImportError):
+                if missing_ok:
+                    continue
+                raise
+            message = f"your code called {dotted}, which this exercise forbids: {reason}"
+            if isinstance(original, types.FunctionType) and not original.__closure__:
+                code = original.__code__
+                original.__code__ = _raising_code(message)
+                undo.append(functools.partial(setattr, original, "__code__", code))
+                continue
+
+            def blocked(*args, _message=message, **kwargs):
+                raise GradingFailure(_message)
+
+            functools.update_wrapper(blocked, original, assigned=("__name__", "__doc__"))
+            setattr(owner, attr, blocked)
+            undo.append(functools.partial(setattr, owner, attr, original))
+        yield
+    finally:
+        for restore in reversed(undo):
+            restore()
+
+
+def _public_functions(module_name: str) -> list[str]:
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError:  # out of reach (the grading sandbox): nothing to switch off
+        return []
+    names = getattr(module, "__all__", [])
+    return [f"{module_name}.{n}" for n in names if callable(getattr(module, n, None))]
+
+
+@contextlib.contextmanager
+def reference_disabled(*module_names: str) -> Iterator[None]:
+    """Make every public function of the given `course_utils` modules raise while the block
+    runs, so that a solution that only calls the reference implementation fails.
+
+    Default: `course_utils.attention`. When grading, the reference modules are not even
+    installed in the student's sandbox; this makes the same true at home.
+    """
+    module_names = module_names or ("course_utils.attention",)
+    names = [n for m in module_names for n in _public_functions(m)]
+    with forbidden(*names, reason="write the computation yourself instead of calling the "
+                                  "course's reference code", missing_ok=True):
+        yield
+
+
+@contextlib.contextmanager
+def substituted(namespace: dict, functions: dict) -> Iterator[None]:
+    """Bind `functions` ({name: function}) in `namespace` while the block runs."""
+    missing = object()
+    saved = {name: namespace.get(name, missing) for name in functions}
+    namespace.update(functions)
+    try:
+        yield
+    finally:
+        for name, old in saved.items():
+            if old is missing:
+                namespace.pop(name, None)
+            else:
+                namespace[name] = old
+
+
+@contextlib.contextmanager
+def substitute(**functions) -> Iterator[None]:
+    """Let the student's functions call these (correct) functions instead of the student's
+    own of the same name while the block runs: a test of attention_decoder_step then judges
+    that function alone, not the additive_attention it calls."""
+    if _REMOTE is not None:
+        _REMOTE.substitutes.append(functions)
+        try:
+            yield
+        finally:
+            _REMOTE.substitutes.pop()
+        return
+    main = sys.modules.get("__main__")
+    with substituted(vars(main) if main is not None else {}, functions):
+        yield
+
+
+def _show_briefly(shell, etype, value, tb, tb_offset=None):
+    """IPython shows a GradingFailure as its one-line message, not a traceback through this
+    module."""
+    shell._showtraceback(etype, value, [f"\x1b[0;31m{etype.__name__}\x1b[0m: {value}"])
+
+
+def _install_brief_display() -> None:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None and hasattr(shell, "set_custom_exc"):
+        shell.set_custom_exc((GradingFailure,), _show_briefly)
+
+
+_install_brief_display()
