@@ -72,6 +72,8 @@ class KernelLink:
         self.callbacks: dict[int, object] = {}
         self.callback_errors: dict[int, BaseException] = {}
         self._serving: str | None = None      # msg_id of the running serve(), if any
+        self._depth = 0                       # calls in progress (call-backs nest them)
+        self._next_callback = 0
         self._last_beat = time.monotonic()
 
     # -- the conversation
@@ -169,8 +171,9 @@ class KernelLink:
         encoded: list = []
         originals: list = []
         labels: list[str] = []
-        self.callbacks.clear()
-        self.callback_errors.clear()
+        if self._depth == 0:
+            self.callbacks.clear()
+            self.callback_errors.clear()
         fallback = self._fallback
 
         def enc(label, value):
@@ -192,10 +195,14 @@ class KernelLink:
                                else {}).items():
             substitutes[name] = self._register(function)
         call = describe_call(fn.name, params, args, kwargs)
-        reply = self.request({"op": "call", "fn": fn.name, "args": args_data,
-                              "kwargs": kwargs_data, "tensors": encoded, "grad": grad,
-                              "forbidden": names, "reason": reason,
-                              "substitutes": substitutes})
+        self._depth += 1
+        try:
+            reply = self.request({"op": "call", "fn": fn.name, "args": args_data,
+                                  "kwargs": kwargs_data, "tensors": encoded, "grad": grad,
+                                  "forbidden": names, "reason": reason,
+                                  "substitutes": substitutes})
+        finally:
+            self._depth -= 1
         _print_student_output(fn.name, reply)
         if reply.get("type") == "error":
             if reply.get("error") == "CallbackFailed" and self.callback_errors:
@@ -257,7 +264,8 @@ class KernelLink:
 
     # -- what the kernel can only get by name or by calling back
     def _register(self, function) -> dict:
-        callback_id = len(self.callbacks) + 1
+        self._next_callback += 1
+        callback_id = self._next_callback
         self.callbacks[callback_id] = function
         return {"callback": callback_id}
 

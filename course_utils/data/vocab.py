@@ -12,10 +12,12 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 
 import torch
+import torch.nn.functional as F
 
-from course_utils._checks import require_int
+from course_utils._checks import require_ids, require_int
 
 __all__ = [
+    "context_windows",
     "END", "END_ID", "PAD", "PAD_ID", "SPECIALS", "START", "START_ID", "UNK", "UNK_ID",
     "Vocabulary", "minibatches", "pad_batch",
 ]
@@ -113,3 +115,26 @@ def minibatches(n: int, batch_size: int, *, generator: torch.Generator | None = 
     require_int(batch_size, "batch_size")
     order = torch.randperm(n, generator=generator) if shuffle else torch.arange(n)
     yield from order.split(batch_size)
+
+
+def context_windows(ids: torch.Tensor, n_ctx: int, pad_id: int = PAD_ID
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The `n_ctx` words before each position, and which of them are real words.
+
+        context[b, t, j] = ids[b, t - n_ctx + j]   (pad_id where t - n_ctx + j < 0)
+        mask[b, t, j]    = that slot holds a word of the sequence (not padding)
+
+    ids: (B, T) int64  ->  context (B, T, n_ctx) int64, mask (B, T, n_ctx) bool.
+    The last slot j = n_ctx - 1 is the word just before position t; the window never
+    includes t.
+    """
+    require_ids(ids, "ids", "(B, T)", 2)
+    require_int(n_ctx, "n_ctx")
+    B, T = ids.shape
+    padded = F.pad(ids, (n_ctx, 0), value=pad_id)  # (B, T) -> (B, n_ctx + T)
+    context = padded.unfold(1, n_ctx, 1)[:, :T]  # (B, T + 1, n_ctx) -> (B, T, n_ctx)
+    t = torch.arange(T).unsqueeze(1)  # (T, 1)
+    j = torch.arange(n_ctx).unsqueeze(0)  # (1, n_ctx)
+    inside = (t - n_ctx + j >= 0)  # (T, n_ctx): slot j of position t is after the start
+    mask = inside.unsqueeze(0) & (context != pad_id)  # (B, T, n_ctx)
+    return context, mask
