@@ -42,7 +42,7 @@ from jupyter_client.blocking.client import BlockingKernelClient
 from course_utils import grading
 from course_utils.grading import GradingFailure, agent, wire
 
-__all__ = ["KernelLink", "KernelLost", "StudentFunction", "TestRunner", "describe", "main"]
+__all__ = ["KernelLink", "KernelLost", "StudentFunction", "CellRunner", "describe", "main"]
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024   # a larger message from the kernel disconnects it
 MAX_PRINTED = 4000                        # characters of a student's printing kept per cell
@@ -474,7 +474,7 @@ def _print_student_output(name: str, reply: dict) -> None:
 
 # ------------------------------------------------------------------ running cells
 
-class TestRunner:
+class CellRunner:
     """The namespace of one notebook's set-up and test cells, and the link to its kernel."""
 
     def __init__(self, link: KernelLink | None) -> None:
@@ -580,7 +580,7 @@ def main() -> int:
     os.dup2(2, 1)   # stray writes to fd 1 (C libraries) must not corrupt the answers
     sys.stdout = sys.stderr
     torch.set_num_threads(1)
-    runner = TestRunner(None)
+    runner = CellRunner(None)
     for line in sys.stdin:
         try:
             request = json.loads(line)

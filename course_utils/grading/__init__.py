@@ -38,6 +38,7 @@ __all__ = [
     "call",
     "check",
     "check_tensor",
+    "cotangent",
     "forbidden",
     "gradients",
     "reference_disabled",
@@ -101,6 +102,13 @@ def _fmt(x: torch.Tensor, first_wrong: int = 0) -> str:
             f"{', ...' if start + 6 < flat.numel() else ''}]")
 
 
+def _kind_of(value) -> str:
+    """'a tuple', 'a numpy.ndarray', 'a float': what a value is, for a message (a value the
+    grader could not read arrives as a wire.Opaque that names its type)."""
+    name = getattr(value, "type_name", None) if type(value).__name__ == "Opaque" else None
+    return f"a {name or type(value).__name__}"
+
+
 def _index(flat_index: int, shape: torch.Size) -> tuple[int, ...]:
     index = []
     for size in reversed(shape):
@@ -128,7 +136,7 @@ def check_tensor(
         raise GradingFailure(f"{what} returned None; did you forget the `return`?{tail}")
     if not isinstance(actual, torch.Tensor):
         raise GradingFailure(
-            f"{what} should return a torch.Tensor; it returned a {type(actual).__name__}.{tail}"
+            f"{what} should return a torch.Tensor; it returned {_kind_of(actual)}.{tail}"
         )
     if tuple(actual.shape) != tuple(expected.shape):
         raise GradingFailure(

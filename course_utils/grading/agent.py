@@ -133,8 +133,9 @@ def _call(request: dict) -> dict:
     before = [t.detach().clone() for t in tensors]
     out, err = io.StringIO(), io.StringIO()
     forbidden = [n for n in request.get("forbidden", []) if isinstance(n, str)]
-    substitutes = {k: build("callback", v) for k, v in request.get("substitutes", {}).items()
-                   if isinstance(k, str)}
+    substitutes = {k: build("callback", v.get("callback"))
+                   for k, v in request.get("substitutes", {}).items()
+                   if isinstance(k, str) and isinstance(v, dict)}
     with contextlib.ExitStack() as stack:
         stack.enter_context(contextlib.redirect_stdout(out))
         stack.enter_context(contextlib.redirect_stderr(err))

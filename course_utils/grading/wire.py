@@ -81,7 +81,10 @@ def decode_tensor(data, leaf: bool = False) -> torch.Tensor:
         raise WireError("a tensor's shape must be a list of at most 16 sizes >= 0")
     if not isinstance(data["data"], str):
         raise WireError("a tensor's data must be a base64 string")
-    raw = base64.b64decode(data["data"], validate=True)
+    try:
+        raw = base64.b64decode(data["data"], validate=True)
+    except ValueError:
+        raise WireError("a tensor's data is not base64") from None
     itemsize = torch.empty((), dtype=dtype).element_size()
     if len(raw) != math.prod(shape) * itemsize:
         raise WireError(f"a tensor of shape {tuple(shape)} and dtype {data['dtype']} needs "

@@ -1,0 +1,273 @@
+"""course_grader.checker against a real kernel: the student's functions are called there and
+judged here, from plain values only. A plain local kernel (the sandbox is exercised by the
+adversarial corpus); one per module, the student's code defined once."""
+
+from __future__ import annotations
+
+import pytest
+from jupyter_client.manager import start_new_kernel
+
+from course_grader.checker import KernelLink, CellRunner
+
+STUDENT = '''
+import torch, sys, warnings
+
+def softmax(x, dim=-1):
+    e = torch.exp(x - x.amax(dim=dim, keepdim=True))
+    return e / e.sum(dim=dim, keepdim=True)
+
+def wrong_softmax(x, dim=-1):
+    return torch.exp(x) / torch.exp(x).sum()
+
+def detached_softmax(x, dim=-1):
+    return softmax(x, dim).detach()
+
+def chatty(x):
+    print("hello from chatty")
+    print("a note", file=sys.stderr)
+    warnings.warn("careful")
+    return x * 2
+
+def in_place(x):
+    x.mul_(2)
+    return x
+
+def crashes(x):
+    y = x.reshape(7, 7)
+    return y
+
+def returns_junk(x):
+    return object()
+
+def lying(x):
+    class Liar(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if func in (torch.isclose, torch.allclose, torch.equal):
+                return True
+            return super().__torch_function__(func, types, args, kwargs or {})
+    return torch.zeros_like(x).as_subclass(Liar)
+
+def decode(step, s, n):
+    y = torch.zeros(s.shape[0], dtype=torch.long)
+    out = []
+    for _ in range(n):
+        logits, s = step(y, s)
+        y = logits.argmax(-1)
+        out.append(y)
+    return torch.stack(out, 1)
+
+def layer_tanh(layer, x):
+    return torch.tanh(layer(x))
+
+def gru_step(gru, x, h):
+    return gru(x, h)
+
+def uses_helper(x):
+    return helper(x) * 2
+
+def helper(x):
+    return x + 100
+
+def sleeper(t):
+    import time
+    time.sleep(t)
+
+def asks_input(x):
+    return input("what? ")
+
+def uses_softmax(x):
+    return torch.softmax(x, -1)
+
+constant = 42
+'''
+SETUP = "import torch\nimport torch.nn as nn\nfrom course_utils import grading\n"
+
+
+@pytest.fixture(scope="module")
+def runner():
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        reply = kc.execute_interactive(STUDENT, timeout=60)
+        assert reply["content"]["status"] == "ok"
+        link = KernelLink(km.connection_file)
+        runner = CellRunner(link)
+        runner.km = km
+        assert runner.run_setup(SETUP) == {"ok": True}
+        yield runner
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def run(runner, source, hidden=(), timeout=60):
+    return runner.run_test(source, list(hidden), timeout)
+
+
+def test_a_correct_function_passes(runner):
+    verdict = run(runner, "x = torch.randn(3, 4)\n"
+                          "grading.check_tensor(softmax(x), torch.softmax(x, -1), what='s')\n")
+    assert verdict["passed"], verdict
+
+
+def test_a_wrong_function_fails_with_the_check_message(runner):
+    verdict = run(runner, "x = torch.randn(3, 4)\n"
+                          "grading.check_tensor(wrong_softmax(x), torch.softmax(x, -1),"
+                          " what='softmax(x)')\n")
+    assert not verdict["passed"] and verdict["kind"] == "failure"
+    assert verdict["message"].startswith("softmax(x) is wrong at index")
+
+
+def test_a_lying_tensor_subclass_is_judged_by_its_values(runner):
+    verdict = run(runner, "x = torch.ones(3)\ny = lying(x)\n"
+                          "grading.check(type(y) is torch.Tensor, 'plain')\n"
+                          "grading.check_tensor(y, x, what='lying(x)')\n")
+    assert not verdict["passed"] and "is wrong at index" in verdict["message"]
+
+
+def test_a_failure_in_the_hidden_part_says_so(runner):
+    verdict = run(runner, "x = torch.randn(3, 4)\n# hidden\n"
+                          "grading.check_tensor(wrong_softmax(x), torch.softmax(x, -1), what='s')\n",
+                  hidden=[2, 3])
+    assert verdict["message"].startswith("A hidden test failed: s is wrong")
+
+
+def test_the_students_error_is_one_message_with_the_call_and_the_line(runner):
+    verdict = run(runner, "crashes(torch.zeros(2, 3))\n", hidden=[1])
+    message = verdict["message"]
+    assert not verdict["passed"]
+    assert message.startswith("A hidden test failed: crashes(x (2, 3) float32) raised RuntimeError")
+    assert "shape '[7, 7]' is invalid" in message
+    assert "in crashes, line" in message and "x.reshape(7, 7)" in message
+    assert "Traceback" not in message
+
+
+def test_a_crash_of_the_test_code_names_the_exception(runner):
+    verdict = run(runner, "a, b = softmax(torch.zeros(3))\n", hidden=[1])
+    assert verdict["kind"] == "crash"
+    assert "ValueError: too many values to unpack" in verdict["message"]
+    assert verdict["message"].startswith("A hidden test failed")
+
+
+def test_what_cannot_be_read_is_reported_as_its_type(runner):
+    verdict = run(runner, "grading.check_tensor(returns_junk(torch.zeros(2)), torch.zeros(2),"
+                          " what='junk(x)')\n")
+    assert verdict["message"] == "junk(x) should return a torch.Tensor; it returned a object."
+
+
+def test_printing_is_shown_and_stderr_and_warnings_cost_nothing(runner):
+    verdict = run(runner, "grading.check_tensor(chatty(torch.ones(2)), torch.full((2,), 2.0),"
+                          " what='chatty')\n")
+    assert verdict["passed"], verdict
+    assert "hello from chatty" in verdict["stdout"]
+    assert "UserWarning: careful" in verdict["stdout"] and "a note" in verdict["stdout"]
+    assert "does not cost points" in verdict["stdout"]
+
+
+def test_an_input_changed_in_place_fails(runner):
+    verdict = run(runner, "x = torch.ones(3)\nin_place(x)\n")
+    assert not verdict["passed"]
+    assert "in_place(x (3,) float32) changed its argument x in place" in verdict["message"]
+
+
+def test_gradients_flow_through_the_student_function(runner):
+    verdict = run(runner, (
+        "x = torch.randn(2, 5)\n"
+        "_, (got,) = grading.gradients(softmax, x)\n"
+        "_, (want,) = grading.gradients(lambda x: torch.softmax(x, -1), x)\n"
+        "grading.check_tensor(got, want, what='grad')\n"
+        "y = x.clone().requires_grad_()\n"
+        "(softmax(y) * torch.arange(5.0)).sum().backward()\n"
+        "grading.check(y.grad is not None and y.grad.abs().sum() > 0, 'backward')\n"))
+    assert verdict["passed"], verdict
+
+
+def test_a_detached_result_fails_the_gradient_check(runner):
+    verdict = run(runner, "grading.gradients(detached_softmax, torch.randn(3))\n")
+    assert not verdict["passed"] and "not connected to its inputs" in verdict["message"]
+
+
+def test_modules_are_sent_with_their_weights_and_train_through_the_link(runner):
+    verdict = run(runner, (
+        "torch.manual_seed(0)\n"
+        "layer, x = nn.Linear(3, 2), torch.randn(4, 3)\n"
+        "grading.check_tensor(layer_tanh(layer, x), torch.tanh(layer(x)), what='layer')\n"
+        "_, (g, gx) = grading.gradients(layer_tanh, layer, x)\n"
+        "_, (w, wx) = grading.gradients(lambda l, x: torch.tanh(l(x)), layer, x)\n"
+        "grading.check_tensor(g['weight'], w['weight'], what='grad W')\n"
+        "grading.check_tensor(gx, wx, what='grad x')\n"
+        "gru = nn.GRUCell(3, 4)\n"
+        "h = torch.randn(4, 4)\n"
+        "grading.check_tensor(gru_step(gru, x, h), gru(x, h), what='gru')\n"
+        "opt = torch.optim.SGD(layer.parameters(), lr=0.5)\n"
+        "first = None\n"
+        "for _ in range(30):\n"
+        "    loss = (layer_tanh(layer, x) - 0.5).pow(2).mean()\n"
+        "    first = first or loss.item()\n"
+        "    opt.zero_grad(); loss.backward(); opt.step()\n"
+        "grading.check(loss.item() < 0.5 * first, f'{first} -> {loss.item()}')\n"))
+    assert verdict["passed"], verdict
+
+
+def test_functions_of_the_test_are_called_back_and_may_call_the_student_again(runner):
+    verdict = run(runner, (
+        "seen = []\n"
+        "def step(y, s):\n"
+        "    seen.append(y.tolist())\n"
+        "    logits = softmax(torch.nn.functional.one_hot((y + 1) % 4, 4).float() * 9)\n"
+        "    return logits, s\n"
+        "ids = decode(step, torch.zeros(2, 3), 3)\n"
+        "grading.check(ids.tolist() == [[1, 2, 3], [1, 2, 3]], str(ids.tolist()))\n"
+        "grading.check(seen == [[0, 0], [1, 1], [2, 2]], str(seen))\n"
+        "ids = decode(lambda y, s: (torch.eye(4)[(y + 2) % 4], s), torch.zeros(1, 1), 2)\n"
+        "grading.check(ids.tolist() == [[2, 0]], str(ids.tolist()))\n"))
+    assert verdict["passed"], verdict
+
+
+def test_a_failure_inside_a_call_back_is_the_verdict(runner):
+    verdict = run(runner, (
+        "def step(y, s):\n"
+        "    grading.check(False, 'the step saw something wrong')\n"
+        "decode(step, torch.zeros(1, 1), 2)\n"))
+    assert verdict["message"] == "the step saw something wrong"
+
+
+def test_substitute_replaces_the_callee_in_the_students_kernel(runner):
+    verdict = run(runner, (
+        "x = torch.ones(2)\n"
+        "with grading.substitute(helper=lambda x: x + 1):\n"
+        "    grading.check_tensor(uses_helper(x), torch.full((2,), 4.0), what='substituted')\n"
+        "grading.check_tensor(uses_helper(x), torch.full((2,), 202.0), what='own helper')\n"))
+    assert verdict["passed"], verdict
+
+
+def test_forbidden_names_are_blocked_in_the_kernel_during_the_call(runner):
+    verdict = run(runner, (
+        "with grading.forbidden(*grading.READY_MADE_SOFTMAX, reason='write it yourself'):\n"
+        "    uses_softmax(torch.zeros(3))\n"))
+    assert not verdict["passed"]
+    assert "your code called torch.softmax, which this exercise forbids" in verdict["message"]
+    assert run(runner, "uses_softmax(torch.zeros(3))\n")["passed"]
+
+
+def test_a_missing_function_and_a_plain_value(runner):
+    verdict = run(runner, "grading.check(constant == 42, 'value')\nnot_written(1)\n")
+    assert "your notebook does not define `not_written`" in verdict["message"]
+
+
+def test_the_students_own_input_gets_end_of_file(runner):
+    verdict = run(runner, "asks_input(1)\n")
+    assert "raised EOFError" in verdict["message"]
+
+
+def test_a_timeout_is_reported_and_the_link_recovers_after_an_interrupt(runner):
+    import time
+
+    start = time.monotonic()
+    verdict = run(runner, "sleeper(30)\n", timeout=1)
+    assert verdict["kind"] == "timeout" and time.monotonic() - start < 5
+    assert "ran out of time" in verdict["message"]
+    runner.km.interrupt_kernel()   # what the executor does next
+    time.sleep(1)
+    runner.link.drain()
+    assert run(runner, "softmax(torch.zeros(2))\n")["passed"]
