@@ -66,7 +66,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
 	$(BIN)/jupyter lab --notebook-dir=. $(ROOT_FLAG) $(LAB_ARGS)
 
-# Lectures are checked by tests/test_lectures.py: each runs under nbval on this CPU's native
+# Lectures are checked by tests/notebooks/test_lectures.py: each runs under nbval on this CPU's native
 # PyTorch code path and on the portable one (ATEN_CPU_CAPABILITY=default), exact outputs
 # strictly, results of training within bands. Solutions run under nbval here directly.
 test: $(STAMP) sandbox
@@ -139,7 +139,7 @@ bench: $(STAMP)
 
 # Autograding time per submission with and without the sandbox, and JOBS=2 against JOBS=1.
 bench-autograde: $(STAMP) sandbox
-	$(BIN)/python course_grader/benchmark.py
+	$(BIN)/python -m course_grader.benchmark
 
 lock:
 	rm -rf .lock-venv

@@ -1,6 +1,7 @@
 """Autograding speed: per-submission time with and without the sandbox, JOBS=2 vs JOBS=1.
 
-    make bench-autograde      (or: python course_grader/benchmark.py [--submissions 20])
+    make bench-autograde      (or: python -m course_grader.benchmark [--submissions 20]
+                               [--course DIR], run in the course's folder)
 
 Builds a throw-away course with the real release of unit 00 and N submissions (half
 solved, half untouched), grades them three times from scratch with
@@ -18,12 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+from course_grader.corpus import UNIT, released, solve, write
 
-from adversarial import UNIT, released, solve, write  # noqa: E402
-
-ROOT = HERE.parent
 BIN = Path(sys.executable).parent
 
 
@@ -36,11 +33,11 @@ def env() -> dict[str, str]:
     return out
 
 
-def make_course(base: Path, submissions: int) -> Path:
+def make_course(root: Path, base: Path, submissions: int) -> Path:
     course = base / "course"
     course.mkdir()
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    shutil.copytree(ROOT / "solutions", course / "solutions")
+    shutil.copy(root / "nbgrader_config.py", course)
+    shutil.copytree(root / "solutions", course / "solutions")
     subprocess.run([str(BIN / "nbgrader"), "generate_assignment", UNIT, "--force",
                     "--log-level=WARN"], cwd=course, env=env(), check=True)
     for i in range(submissions):
@@ -67,10 +64,12 @@ def grade(course: Path, *args: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--submissions", type=int, default=20)
+    parser.add_argument("--course", type=Path, default=Path.cwd(),
+                        help="the course folder (nbgrader_config.py, solutions/)")
     opts = parser.parse_args()
     n = opts.submissions
     with tempfile.TemporaryDirectory(prefix="bench-autograde-") as tmp:
-        course = make_course(Path(tmp), n)
+        course = make_course(opts.course.resolve(), Path(tmp), n)
         runs = [("sandboxed, JOBS=1", ["--jobs", "1"]),
                 ("unsafe (no sandbox), JOBS=1", ["--jobs", "1", "--unsafe"]),
                 ("sandboxed, JOBS=2", ["--jobs", "2"])]

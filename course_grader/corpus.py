@@ -2,8 +2,13 @@
 
 Each case is a submission folder and what grading must make of it: the score, and a text
 that must appear in the student's reason (autograde_status) or in the autograded notebook.
-`tests/test_adversarial.py` grades them all with `course_grader.autograde`; the same corpus
-is used by `course_grader/benchmark.py`.
+`tests/course_grader/test_adversarial.py` grades them all with `course_grader.autograde`;
+the same corpus is used by `course_grader/benchmark.py`, and an instructor can write it out
+to try a grading set-up: `python -m course_grader.corpus COURSE_DIR`.
+
+Attempts to make wrong answers pass (replacing the checks, forging the kernel's signals,
+objects that lie in comparisons, hijacking the grader's helper in the kernel) all score 0:
+the verdict is computed by the checker from the values alone.
 
 Attacks that are not about points (reading the hidden tests, writing outside the working
 copy, the network, fork bombs, filling the disk, memory) come with a correct solution, so
@@ -200,6 +205,52 @@ def _writes_outside(course: Path, folder: Path) -> None:
     solved_with("setup", code)(course, folder)
 
 
+# Wrong values are judged as wrong values, whatever the kernel did to its own world.
+JUDGED_BY_VALUES = "is wrong at index"
+
+
+def _wrong_and(extra: dict):
+    """Wrong answers with the solution cells replaced by `extra` ({grade_id: source})."""
+    def build(course: Path, folder: Path) -> None:
+        nb = released(course)
+        for grade_id, source in {**WRONG_ANSWERS, **extra}.items():
+            set_source(nb, grade_id, source)
+        write(nb, folder)
+    return build
+
+
+def _aten_softmax(course: Path, folder: Path) -> None:
+    nb = solve(course, released(course))
+    set_source(nb, "softmax_solution",
+               "def softmax(x, dim=-1):\n    return torch.ops.aten._softmax(x, dim, False)\n")
+    write(nb, folder)
+
+
+def _copies_reference(course: Path, folder: Path) -> None:
+    nb = released(course)
+    set_source(nb, "softmax_solution",
+               "import types\nfrom course_utils import attention as _ref\n"
+               "softmax = types.FunctionType(_ref.softmax.__code__, _ref.softmax.__globals__)\n")
+    set_source(nb, "weighted_average_solution",
+               "import importlib\n_ref = importlib.import_module('course_utils.attention')\n"
+               "weighted_average = _ref.weighted_average\n")
+    set_source(nb, "soft_lookup_solution",
+               "import sys\nsys.path.insert(0, '/work/main')\n"
+               "from course_utils.attention import soft_lookup\n")
+    write(nb, folder)
+
+
+SEARCHES_FOR_HIDDEN_TESTS = """\
+import glob, os
+for path in glob.glob('**/*.ipynb', recursive=True) + glob.glob('/var/submission/**',
+                                                               recursive=True):
+    if os.path.isfile(path):
+        print('FOUND', path, open(path, errors='replace').read()[:100000])
+print('INPUTS', In)
+print('HISTORY', list(get_ipython().history_manager.get_range(output=False)))
+"""
+
+
 CASES = [
     Case("correct", "the instructor's solution", _correct, FULL, "all tests passed"),
     Case("untouched", "the release, unchanged", _untouched, 0.0, "NotImplementedError"),
@@ -218,20 +269,74 @@ CASES = [
          wrong_with("import numpy as np\nnp.testing.assert_allclose = lambda *a, **k: None\n"
                     "torch.testing.assert_close = lambda *a, **k: None\n"
                     "torch.isclose = lambda a, b, **k: torch.ones(a.shape, dtype=torch.bool)\n"),
-         0.0, "tampering detected"),
+         0.0, JUDGED_BY_VALUES),
     Case("patches_check_helper", "wrong answers; grading.check_tensor replaced by a no-op",
          wrong_with("grading.check_tensor = lambda *a, **k: None\n"
-                    "grading.check = lambda *a, **k: None\n"), 0.0, "tampering detected"),
+                    "grading.check = lambda *a, **k: None\n"), 0.0, JUDGED_BY_VALUES),
     Case("rebinds_grading", "wrong answers; the name `grading` bound to a fake module",
          wrong_with("class _Fake:\n    def __getattr__(self, name):\n"
                     "        return lambda *a, **k: None\n"
-                    "grading = _Fake()\n"), 0.0, "tampering detected"),
+                    "grading = _Fake()\n"), 0.0, JUDGED_BY_VALUES),
     Case("swaps_code", "wrong answers; check_tensor's __code__ swapped in place",
          wrong_with("grading.check_tensor.__code__ = (lambda *a, **k: None).__code__\n"),
-         0.0, "tampering detected"),
-    Case("patches_builtins", "wrong answers; builtins abs and all replaced",
+         0.0, JUDGED_BY_VALUES),
+    Case("patches_builtins", "wrong answers; builtins abs, all and id replaced",
          wrong_with("import builtins\nbuiltins.abs = lambda x: 0\n"
-                    "builtins.all = lambda x: True\n"), 0.0, "tampering detected"),
+                    "builtins.all = lambda x: True\nbuiltins.id = lambda x: 1\n"),
+         0.0, JUDGED_BY_VALUES),
+    Case("forges_error_flag", "wrong answers; an exception handler and a post_run_cell hook that "
+         "clear every error",
+         wrong_with("ip = get_ipython()\n"
+                    "ip.set_custom_exc((BaseException,), lambda *a, **k: None)\n"
+                    "def _clear(result):\n    result.error_in_exec = None\n"
+                    "    result.error_before_exec = None\n"
+                    "ip.events.register('post_run_cell', _clear)\n"), 0.0, JUDGED_BY_VALUES),
+    Case("forges_partial_credit", "wrong answers that send a score through sys.displayhook",
+         _wrong_and({"softmax_solution": "import sys\n\ndef softmax(x, dim=-1):\n"
+                                         "    sys.displayhook(9.0)\n"
+                                         "    get_ipython().displayhook(9.0)\n"
+                                         "    return torch.zeros_like(x)\n"}),
+         0.0, JUDGED_BY_VALUES),
+    Case("lying_tensor", "wrong answers as a Tensor subclass that is close to anything",
+         _wrong_and({"softmax_solution":
+                     "class Liar(torch.Tensor):\n    @classmethod\n"
+                     "    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+                     "        if func in (torch.isclose, torch.allclose, torch.equal,\n"
+                     "                    torch.Tensor.__eq__, torch.Tensor.all):\n"
+                     "            return True\n"
+                     "        return super().__torch_function__(func, types, args,\n"
+                     "                                          kwargs or {})\n\n"
+                     "def softmax(x, dim=-1):\n"
+                     "    return torch.zeros_like(x).as_subclass(Liar)\n"}),
+         0.0, JUDGED_BY_VALUES),
+    Case("shadows_tensor_methods", "wrong answers; new attributes on torch.Tensor that shadow "
+         "isclose, allclose, __eq__ and tolist",
+         wrong_with("torch.Tensor.isclose = lambda s, o, **k: torch.ones(s.shape, dtype=bool)\n"
+                    "torch.Tensor.allclose = lambda *a, **k: True\n"
+                    "torch.Tensor.__eq__ = lambda s, o: True\n"
+                    "torch.Tensor.tolist = lambda s: [0.5]\n"), 0.0, JUDGED_BY_VALUES),
+    Case("forges_integrity", "wrong answers; user_expressions answered with a clean record",
+         wrong_with("ip = get_ipython()\n"
+                    "ip.user_expressions = lambda e: {k: {'status': 'ok', 'data': "
+                    "{'text/plain': \"'{}'\"}, 'metadata': {}} for k in e}\n"),
+         0.0, JUDGED_BY_VALUES),
+    Case("hijacks_agent", "wrong answers; the grader's helper in the kernel answers every call "
+         "with a made-up result",
+         wrong_with("import course_utils.grading.agent as _agent\n"
+                    "_agent._HANDLERS['call'] = lambda request: {'type': 'result', "
+                    "'value': {'T': 0}, 'tensors': request['tensors'][:1], 'call': None, "
+                    "'changed': []}\n"), 0.0, "GradingFailure"),
+    Case("stops_agent", "correct answers, but the grader's helper is made to quit at once",
+         solved_with("setup", "import course_utils.grading.agent as _agent\n"
+                              "_agent.serve = lambda: None\n"), 0.0, "stopped the grader's helper"),
+    Case("copies_reference", "private FunctionType copies and other imports of the reference",
+         _copies_reference, 0.0, "does not define"),
+    Case("aten_softmax", "softmax through torch.ops.aten._softmax, a ready-made path",
+         _aten_softmax, 7.0, "forbids"),
+    Case("searches_hidden_tests", "looks for the hidden tests: notebooks in its folder, In[], "
+         "the history",
+         solved_with("soft_lookup_mean", SEARCHES_FOR_HIDDEN_TESTS), FULL, "all tests passed",
+         never="HIDDEN TESTS"),
     Case("swallows_interrupt", "a loop that swallows KeyboardInterrupt after the softmax tests",
          solved_with("softmax_stable", "import time\nwhile True:\n    try:\n"
                      "        time.sleep(0.5)\n    except KeyboardInterrupt:\n        pass\n"),
@@ -265,10 +370,10 @@ CASES = [
                      "except MemoryError:\n    print('blocked: MemoryError')\n"),
          FULL, "blocked: MemoryError"),
     Case("delegates", "imports the course_utils reference instead of writing the code",
-         _delegates, 0.0, "your code called course_utils.attention"),
+         _delegates, 0.0, "does not define"),
     Case("empty_notebook", "a notebook with no cells", _empty, 0.0, "is empty"),
     Case("deletes_solution", "deletes the softmax solution cell",
-         _deletes_solution_cell, 3.0, "NameError"),
+         _deletes_solution_cell, 3.0, "does not define `softmax`"),
     Case("deletes_tests", "no softmax; deletes one test cell and strips another's metadata",
          _deletes_and_strips_tests, 3.0, "was missing from the submission"),
     Case("edits_tests", "wrong softmax; replaces its test cells with `pass`",

@@ -21,10 +21,15 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
     viz               attention heatmaps and accuracy-by-length curves (plots only)
     widgets           ipywidgets explorers (a softmax-temperature slider); they also leave a
                       static figure in notebooks executed without a browser
-    grading           the checks that exercise tests use
-    integrity         the record of genuine functions that test cells check for tampering
-    sandbox           the jail that autograded student code runs in
-    autograde         batch grading (`make autograde`); report: the instructor's report
+
+The check convention, apart from the teaching code (it runs in a student's kernel at home and
+in the grader's checker when a submission is graded; the instructor's grading machinery is
+the package `course_grader`):
+
+    grading           check, check_tensor, call, gradients, forbidden, reference_disabled,
+                      substitute: what exercise tests use; grading.wire: plain data between
+                      the kernel and the grader; grading.agent: the grader's helper in the
+                      kernel
 
 Notation (README and lecture 00 have the table): B batch, N examples, S/T source/target
 length, T_q/T_k query/key length, V vocabulary size, d_emb embedding width, d_h RNN state

@@ -77,10 +77,10 @@ def test_torch_range_tops_out_at_2_13():
 
 
 def test_a_built_wheel_installs_every_module_and_data_file(tmp_path):
-    """`pip install .` (not editable) must give a working course_utils and course_grader: build the wheel, install
-    it alone into a fresh virtual environment and import every module from there, with the
-    dependencies taken from this environment's site-packages (which hold no copy of
-    course_utils: the editable install is only a finder that a .pth file starts)."""
+    """`pip install .` (not editable) must give a working course_utils and course_grader: build
+    the wheel, install it alone into a fresh virtual environment and import every module from
+    there, with the dependencies taken from this environment's site-packages (which hold no
+    copy of course_utils: the editable install is only a finder that a .pth file starts)."""
     import shutil
     import subprocess
     import sys

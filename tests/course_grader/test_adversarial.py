@@ -19,11 +19,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from adversarial import CASES, NOTEBOOK, UNIT, build_corpus, released, solve, write
 from conftest import BIN, run_nbgrader, tool_env
 from nbgrader.api import Gradebook
 
 from course_grader import sandbox
+from course_grader.corpus import CASES, NOTEBOOK, UNIT, build_corpus, released, solve, write
 
 CELL_TIMEOUT = 20
 
@@ -131,7 +131,9 @@ def test_feedback_is_written_safely_for_every_graded_submission(graded):
         assert len(html) < 1_500_000, f"{case.name}: feedback of {len(html)} characters"
         assert "BEGIN HIDDEN TESTS" not in html and "einsum" not in html
     tampered = (course / "feedback" / "patches_check_helper" / UNIT / f"{UNIT}.html").read_text()
-    assert "Tampering detected" in tampered
+    assert "is wrong at index" in tampered
+    searched = (course / "feedback" / "searches_hidden_tests" / UNIT / f"{UNIT}.html").read_text()
+    assert "FOUND" not in searched and "reference_disabled" not in searched
     hung = (course / "feedback" / "swallows_interrupt" / UNIT / f"{UNIT}.html").read_text()
     assert "did not stop when interrupted" in hung
 

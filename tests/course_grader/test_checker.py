@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-from course_grader.checker import KernelLink, CellRunner
+from course_grader.checker import CellRunner, KernelLink
 
 STUDENT = '''
 import torch, sys, warnings
@@ -127,7 +127,8 @@ def test_a_lying_tensor_subclass_is_judged_by_its_values(runner):
 
 def test_a_failure_in_the_hidden_part_says_so(runner):
     verdict = run(runner, "x = torch.randn(3, 4)\n# hidden\n"
-                          "grading.check_tensor(wrong_softmax(x), torch.softmax(x, -1), what='s')\n",
+                          "grading.check_tensor(wrong_softmax(x), torch.softmax(x, -1),"
+                          " what='s')\n",
                   hidden=[2, 3])
     assert verdict["message"].startswith("A hidden test failed: s is wrong")
 

@@ -576,7 +576,7 @@ def test_exact_outputs_are_reproduced(runs, path, code_path):
     assert run.returncode == 0, (
         f"{path.name} on the {code_path} CPU code path: an output that nbval compares came out "
         f"differently. If it is a result of training, tag its cell {IGNORE_TAG!r} and state the "
-        f"lecture's claim about it as a band in tests/test_lectures.py.\n{run.report}")
+        f"lecture's claim about it as a band in tests/notebooks/test_lectures.py.\n{run.report}")
 
 
 @pytest.mark.parametrize("code_path", CODE_PATHS)
