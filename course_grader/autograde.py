@@ -177,7 +177,7 @@ def _zero_ungraded(course: Path, unit: str, student: str) -> int:
 
 
 def _item_verdicts(course: Path, unit: str, student: str) -> list[str]:
-    """One note per failed test cell: tampering, a stopped kernel, or the first error."""
+    """One note per failed test cell: a stopped kernel, or the first error (never cut)."""
     notes: list[str] = []
     for path in sorted((course / "autograded" / student / unit).glob("*.ipynb")):
         try:
@@ -195,14 +195,12 @@ def _item_verdicts(course: Path, unit: str, student: str) -> list[str]:
                 notes.append(where + stopped[0]["evalue"].split(". ")[0])
             elif not graded or not errors:
                 continue
-            elif any(o.get("ename") == "TamperingDetected" for o in errors):
-                notes.append(f"{where}tampering detected")
             elif errors[0].get("ename") == "KernelStopped":
                 notes.append(f"{where}not run (kernel stopped)")
             else:
                 first = errors[0]
-                detail = f": {first.get('evalue', '')[:70]}" if first.get("ename") in (
-                    "GradingFailure", "TamperingDetected") else ""
+                detail = f": {first.get('evalue', '')}" if first.get("ename") in (
+                    "GradingFailure", "GraderError") else ""
                 notes.append(f"{where}{first.get('ename', 'error')}{detail}")
     return notes
 

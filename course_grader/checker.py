@@ -103,9 +103,11 @@ class KernelLink:
                 if reply["parent_header"].get("msg_id") == self._serving:
                     self._serving = None
                     content = reply.get("content", {})
-                    raise KernelLost("your code stopped the grader's helper in the kernel "
-                                     f"({content.get('ename', 'it returned')}: "
-                                     f"{str(content.get('evalue', ''))[:200]})")
+                    why = (f"{content.get('ename')}: {str(content.get('evalue', ''))[:200]}"
+                           if content.get("status") == "error" else
+                           "it returned before the test was done")
+                    raise KernelLost(f"your code stopped the grader's helper in the kernel "
+                                     f"({why})")
                 continue
             if time.monotonic() - self._last_beat > 2:
                 self._last_beat = time.monotonic()
@@ -444,6 +446,9 @@ def describe_call(name: str, params: list[str], args: tuple, kwargs: dict) -> st
 
 def _raised(call: str, reply: dict) -> str:
     where = str(reply.get("where", ""))
+    if reply.get("error") == "NotImplementedError" and not reply.get("message"):
+        return (f"{call} raised NotImplementedError: the function is not written yet (replace "
+                f"`raise NotImplementedError()` with your code)")
     return (f"{call} raised {str(reply.get('error', 'an error'))[:100]}: "
             f"{str(reply.get('message', ''))[:1500]}" + (f" ({where})" if where else ""))
 
