@@ -17,7 +17,7 @@ LAB_ARGS ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lab test lectures release autograde report sandbox feedback bench bench-autograde lock clean
+.PHONY: help setup lab test lectures release autograde report sandbox browser feedback bench bench-autograde lock clean
 
 help:
 	@echo "make lab        set up (if needed) and open JupyterLab on the course"
@@ -28,6 +28,7 @@ help:
 	@echo "                (JOBS=N in parallel; UNSAFE=1 without the sandbox)"
 	@echo "make report     class report: totals, most-failed tests, histogram, CSV (reports/)"
 	@echo "make sandbox    install bubblewrap, which the grading sandbox needs"
+	@echo "make browser    install chromium, which a test opens the formgrader in"
 	@echo "make feedback   write HTML feedback for autograded submissions to feedback/"
 	@echo "make bench      time and measure the memory of every notebook"
 	@echo "make lock       re-resolve requirements.lock from pyproject.toml"
@@ -69,7 +70,7 @@ lab: $(STAMP)
 # Lectures are checked by tests/notebooks/test_lectures.py: each runs under nbval on this CPU's native
 # PyTorch code path and on the portable one (ATEN_CPU_CAPABILITY=default), exact outputs
 # strictly, results of training within bands. Solutions run under nbval here directly.
-test: $(STAMP) sandbox
+test: $(STAMP) sandbox browser
 	$(BIN)/python -m pytest --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg \
 		tests solutions $(PYTEST_ARGS)
@@ -125,6 +126,18 @@ sandbox:
 	$$SUDO apt-get install -y -qq bubblewrap >/dev/null 2>&1 \
 		|| { $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq bubblewrap >/dev/null; }; \
 	bwrap --version
+
+# A test opens a hostile submission in the formgrader in a real browser: Debian's chromium,
+# driven by Playwright (whose own browser download is never used). Installed here when
+# missing and this user may, like bubblewrap.
+browser:
+	@command -v chromium >/dev/null && exit 0; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; \
+	else echo "chromium is missing: install it (sudo apt-get install chromium) to run the tests"; exit 1; fi; \
+	command -v apt-get >/dev/null || { echo "chromium is missing and apt-get is not available: install chromium"; exit 1; }; \
+	$$SUDO apt-get install -y -qq chromium >/dev/null 2>&1 \
+		|| { $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq chromium >/dev/null; }; \
+	chromium --version
 
 feedback: $(STAMP)
 	@for unit in $(UNITS); do \

@@ -24,6 +24,7 @@ from nbgrader.preprocessors import (
 
 import course_grader
 from course_grader.nbgrader_hooks import HideHiddenTests, RestoreCells, SafeExecute
+from course_grader.sanitize import SanitizeNotebook
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
@@ -47,9 +48,11 @@ c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 # around every test cell that nothing the tests rely on was replaced, and scores 0 (never
 # "ungraded") what a hung or dead kernel could not finish. Grading without the sandbox needs
 # the explicit unsafe flag: c.SafeExecute.sandbox = False (`make autograde UNSAFE=1`).
+# Then everything the submission wrote (markdown, raw cells, outputs) is made inert: no script
+# of a student's may run in the formgrader (the instructor's logged-in session) or in feedback.
 c.Autograde.autograde_preprocessors = [
-    SafeExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
-    AssignLatePenalties, CheckCellMetadata,
+    SafeExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SanitizeNotebook,
+    SaveAutoGrades, AssignLatePenalties, CheckCellMetadata,
 ]
 c.SafeExecute.max_output_chars = 20_000
 # Test cells (and read-only set-up cells) that a submission deleted or stripped of their
@@ -66,7 +69,8 @@ c.LimitOutput.max_lines = 200
 c.LimitOutput.max_traceback = 30
 
 # Feedback shows scores and visible-test messages, never the hidden tests.
-c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, SanitizeNotebook,
+                                    CSSHTMLHeaderPreprocessor]
 # nbgrader's feedback template loads MathJax from a CDN; ours (searched first) loads nothing.
 c.HTMLExporter.extra_template_basedirs = [
     str(Path(course_grader.__file__).parent / "feedback_templates"),
