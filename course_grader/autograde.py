@@ -105,21 +105,66 @@ def _readable(path: Path) -> str | None:
     return None
 
 
+# What a submission folder may carry into grading: the notebook and a few small files.
+MAX_FILES = 100                      # entries in the folder, the notebook included
+MAX_FILE_BYTES = 20 * 1024 * 1024    # one file, the notebook included
+MAX_TOTAL_BYTES = 50 * 1024 * 1024   # everything copied
+
+
+def _entries(source: Path, limit: int) -> tuple[list[os.DirEntry], bool]:
+    """The folder's first `limit` entries, and whether there were more (without listing
+    them all: a folder of 20,000 files costs no more than one of 100)."""
+    found: list[os.DirEntry] = []
+    with os.scandir(source) as it:
+        for entry in it:
+            if len(found) == limit:
+                return found, True
+            found.append(entry)
+    return found, False
+
+
 def stage_submission(course: Path, unit: str, student: str, names: list[str],
                      staging: Path) -> list[str]:
     """Copy `submitted/<student>/<unit>` to `staging/<student>/<unit>`, repairing what can
-    be repaired. Returns notes on what was done (empty: nothing unusual)."""
+    be repaired and bounding what is copied (MAX_FILES entries, MAX_FILE_BYTES per file,
+    MAX_TOTAL_BYTES in all; links and folders are left out). Returns notes on what was done
+    (empty: nothing unusual)."""
     source = course / "submitted" / student / unit
     dest = staging / student / unit
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     notes: list[str] = []
-    for item in source.iterdir():
-        if item.is_symlink():
-            notes.append(f"ignored the symbolic link {item.name}")
-        elif item.is_file() and not item.name.endswith(".ipynb"):
-            shutil.copy2(item, dest / item.name)
-    present = {p.name: p for p in source.glob("*.ipynb") if p.is_file() and not p.is_symlink()}
+    entries, more = _entries(source, MAX_FILES)
+    if more:
+        notes.append(f"the submission holds more than {MAX_FILES} files: only its notebook "
+                     f"was graded")
+    total = 0
+    present: dict[str, Path] = {}
+    for entry in sorted(entries, key=lambda e: e.name):
+        path = Path(entry.path)
+        if entry.is_symlink():
+            notes.append(f"ignored the symbolic link {entry.name}")
+            continue
+        if not entry.is_file(follow_symlinks=False):
+            continue
+        size = entry.stat(follow_symlinks=False).st_size
+        if size > MAX_FILE_BYTES:
+            notes.append(f"ignored {entry.name}: {size / 2**20:.0f} MB, more than the "
+                         f"{MAX_FILE_BYTES // 2**20} MB a file may have")
+            continue
+        if entry.name.endswith(".ipynb"):
+            present[entry.name] = path
+        elif not more and total + size <= MAX_TOTAL_BYTES:
+            shutil.copy2(path, dest / entry.name)
+            total += size
+        elif not more:
+            notes.append(f"ignored {entry.name}: the files of a submission may hold at most "
+                         f"{MAX_TOTAL_BYTES // 2**20} MB")
+    for name in names:   # beyond the entries looked at, a notebook is found by its name
+        direct = source / f"{name}.ipynb"
+        if (f"{name}.ipynb" not in present and direct.is_file() and not direct.is_symlink()
+                and direct.stat().st_size <= MAX_FILE_BYTES):
+            present[direct.name] = direct
     spare = [p for n, p in sorted(present.items()) if n[: -len(".ipynb")] not in names]
     for name in names:
         wanted = f"{name}.ipynb"

@@ -42,6 +42,7 @@ __all__ = [
     "UnitReport",
     "collect",
     "main",
+    "safe_cell",
     "summary",
     "write_report",
 ]
@@ -256,7 +257,7 @@ def write_report(report: UnitReport, out_dir) -> list[Path]:
     columns = [column for _, _, column in columns]
 
     with students_csv.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
+        writer = _SafeWriter(f)
         writer.writerow(["student", "score", "max_score", "percent", *columns, "status", "reason"])
         for s in report.students:
             cells = [UNGRADED if c in s.scores and s.scores[c] is None else _fmt(s.scores.get(c))
@@ -265,7 +266,7 @@ def write_report(report: UnitReport, out_dir) -> list[Path]:
                              *cells, s.status, s.reason])
 
     with items_csv.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
+        writer = _SafeWriter(f)
         writer.writerow(["item", "notebook", "max_points", "students", "failed", "failure_rate",
                          "mean_score"])
         for i in report.items:
@@ -274,6 +275,34 @@ def write_report(report: UnitReport, out_dir) -> list[Path]:
 
     _plot(report, png)
     return [students_csv, items_csv, png]
+
+
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n")
+
+
+def safe_cell(value) -> str:
+    """A CSV cell that no spreadsheet reads as a formula: text that starts with = + - @ or a
+    control character gets a leading apostrophe (which spreadsheets show as plain text);
+    numbers are left as they are."""
+    text = "" if value is None else str(value)
+    if not text.startswith(_FORMULA_START):
+        return text
+    try:
+        float(text)
+        return text
+    except ValueError:
+        return "'" + text
+
+
+class _SafeWriter:
+    """csv.writer whose every cell goes through safe_cell (student ids and reasons come from
+    submissions)."""
+
+    def __init__(self, f) -> None:
+        self._writer = csv.writer(f)
+
+    def writerow(self, row) -> None:
+        self._writer.writerow([safe_cell(v) for v in row])
 
 
 def summary(report: UnitReport) -> str:

@@ -197,3 +197,20 @@ def test_unreadable_status_file_exits_2_and_names_it(course, tmp_path, capsys):
     assert report.main([UNIT, "--course", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert f"cannot read the status file {tmp_path / 'autograde_status' / UNIT}.json" in err
+
+
+@pytest.mark.parametrize("text, cell", [
+    ("=HYPERLINK(\"http://x\", \"click\")", "'=HYPERLINK(\"http://x\", \"click\")"),
+    ("+1+cmd|' /C calc'!A0", "'+1+cmd|' /C calc'!A0"),
+    ("-2+3", "'-2+3"), ("@SUM(A1)", "'@SUM(A1)"), ("\t=1", "'\t=1"),
+    ("-1.5", "-1.5"), ("12", "12"), ("all tests passed", "all tests passed"), (None, ""),
+])
+def test_csv_cells_never_start_a_formula(text, cell):
+    assert report.safe_cell(text) == cell
+
+
+def test_a_reason_or_student_id_that_starts_with_a_formula_is_quoted_in_the_csv(tmp_path):
+    out = tmp_path / "x.csv"
+    with out.open("w", newline="") as f:
+        report._SafeWriter(f).writerow(["=cmd()", 3.0, "=1+1 reason"])
+    assert next(csv.reader(out.open())) == ["'=cmd()", "3.0", "'=1+1 reason"]
