@@ -60,13 +60,17 @@ class CellTimeout(KernelLost):
 class KernelLink:
     """The grader's end of the agent's conversation with one kernel."""
 
-    def __init__(self, connection_file: str) -> None:
+    def __init__(self, connection: str | dict) -> None:
+        """`connection`: a connection file, or the connection info itself."""
         context = zmq.Context()
         # new sockets refuse larger messages: a student's kernel could otherwise send
         # gigabytes for the grader to hold
         context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
-        self.kc = BlockingKernelClient(connection_file=connection_file, context=context)
-        self.kc.load_connection_file()
+        self.kc = BlockingKernelClient(context=context)
+        if isinstance(connection, dict):
+            self.kc.load_connection_info(connection)
+        else:
+            self.kc.load_connection_file(connection)
         self.kc.start_channels(iopub=False)
         self.deadline = float("inf")
         self.callbacks: dict[int, object] = {}
@@ -576,7 +580,7 @@ class CellRunner:
 def main() -> int:
     """Serve the executor: one JSON request per line on stdin, one JSON answer per line.
 
-        {"op": "connect", "connection_file": path}     -> {"ok": true}
+        {"op": "connect", "connection_info": {...}}     -> {"ok": true}
         {"op": "setup", "source": ...}                  -> {"ok": bool, "message"}
         {"op": "test", "source", "hidden_lines", "timeout"}  -> the verdict
         {"op": "recover"}                               -> {"ok": bool} after an interrupt
@@ -591,7 +595,8 @@ def main() -> int:
             request = json.loads(line)
             op = request.get("op")
             if op == "connect":
-                runner.link = KernelLink(request["connection_file"])
+                runner.link = KernelLink(request.get("connection_info")
+                                         or request["connection_file"])
                 answer = {"ok": True}
             elif op == "setup":
                 answer = runner.run_setup(request["source"])

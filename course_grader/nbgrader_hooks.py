@@ -136,7 +136,9 @@ class SandboxedKernelManager(AsyncKernelManager):
         self._private_dir = tempfile.mkdtemp(prefix="course-kernel-")
         self.transport = "ipc"
         self.connection_file = os.path.join(self._private_dir, "kernel.json")
-        self.ip = os.path.join(self._private_dir, "ipc")
+        # the kernel makes its sockets on the sandbox's own /tmp (it can write nothing on the
+        # host); once it runs, the grader reaches them through /proc/<pid>/root
+        self.ip = os.path.join(sandbox.SOCKET_DIR, "ipc")
         return await super()._async_pre_start_kernel(**kw)
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
@@ -149,7 +151,12 @@ class SandboxedKernelManager(AsyncKernelManager):
         wrapped = sandbox.wrap(kernel_cmd, workdir=workdir, runtime_dir=self._private_dir,
                                limits=sandbox.Limits(**self.limits), contents=contents,
                                package=package)
-        return await super()._async_launch_kernel(wrapped, **kw)
+        launched = await super()._async_launch_kernel(wrapped, **kw)
+        sockets = sandbox.socket_dir_from_host(self._private_dir)
+        if sockets is None:
+            raise RuntimeError("the sandbox did not start (no process id was recorded)")
+        self.ip = os.path.join(sockets, "ipc")
+        return launched
 
     def exit_reason(self) -> str | None:
         record = sandbox.exit_record(getattr(self, "_private_dir", ""))
@@ -201,14 +208,14 @@ def _gradebook_sources(resources) -> dict:
 class _Checker:
     """The checker process (`python -m course_grader.checker`), one per notebook."""
 
-    def __init__(self, connection_file: str, *, cwd: str, timeout: float) -> None:
+    def __init__(self, connection_info: dict, *, cwd: str, timeout: float) -> None:
         self._log = tempfile.TemporaryFile()
         env = dict(os.environ, MPLBACKEND="Agg")
         self.proc = subprocess.Popen([sys.executable, "-m", "course_grader.checker"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self._log, cwd=cwd, env=env, text=True)
         self.failed: str | None = None
-        answer = self.ask({"op": "connect", "connection_file": connection_file})
+        answer = self.ask({"op": "connect", "connection_info": connection_info})
         if not answer.get("ok"):
             self.failed = str(answer.get("message", "the checker could not connect"))
 
@@ -348,8 +355,9 @@ class SafeExecute(Execute):
     # -- test cells, in the checker
     def _checker_for(self) -> _Checker:
         if self._checker is None:
-            self._checker = _Checker(self.km.connection_file, cwd=str(self._path),
-                                     timeout=self.timeout or 120)
+            info = self.km.get_connection_info()
+            info = {k: v.decode() if isinstance(v, bytes) else v for k, v in info.items()}
+            self._checker = _Checker(info, cwd=str(self._path), timeout=self.timeout or 120)
         return self._checker
 
     def _run_test(self, cell, index):

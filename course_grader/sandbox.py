@@ -8,8 +8,9 @@ it, through this module's launcher, inside `bwrap`:
   and the `course_utils` package, all read-only: no `solutions/`, no gradebook, no other
   submission, no home directory;
 * the working directory is a size-limited tmpfs holding a copy of the submission's folder
-  (what the code writes there is thrown away), `/tmp` another one, and `runtime_dir` (the
-  kernel's connection file and its Unix sockets) the only folder of the host it can write;
+  (what the code writes there is thrown away) and `/tmp` another one; nothing of the host is
+  writable: `runtime_dir` (the kernel's connection file) is read-only, and the kernel's Unix
+  sockets are made in SOCKET_DIR on the sandbox's own /tmp;
 * no network (a new, empty network namespace), its own PID namespace (everything it forks
   dies with it), a cleared environment, and an unprivileged user: when the grader runs as
   root the launcher switches to `nobody` before it starts bubblewrap;
@@ -17,8 +18,11 @@ it, through this module's launcher, inside `bwrap`:
   files, enforced by the kernel (setrlimit); wall time, enforced by the launcher, which kills
   the whole sandbox and writes why to `runtime_dir/sandbox-exit.json`.
 
-The kernel talks to the grader over Unix sockets in `runtime_dir` (ZeroMQ's `ipc`
-transport), since TCP to the host is exactly what the network namespace forbids.
+The kernel talks to the grader over Unix sockets (ZeroMQ's `ipc` transport), since TCP to the
+host is exactly what the network namespace forbids. The sockets live on the sandbox's /tmp;
+the grader reaches them as /proc/<pid>/root/tmp/... (`socket_dir_from_host`), with the pid the
+launcher records in `runtime_dir`. The launcher (outside the sandbox) writes the only files
+there: that pid, the exit record and at most 1 MB of the kernel's own stdout and stderr.
 
 `unavailable_reason()` says why the sandbox cannot run here (not Linux, no bwrap, no user
 namespaces), or None; grading refuses to run without it unless asked to be unsafe.
@@ -36,15 +40,22 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-__all__ = ["Limits", "exit_record", "unavailable_reason", "wrap"]
+__all__ = ["SOCKET_DIR", "Limits", "exit_record", "socket_dir_from_host", "student_package",
+           "unavailable_reason", "wrap"]
 
 MiB = 1024 * 1024
 EXIT_RECORD = "sandbox-exit.json"
 KERNEL_LOG = "kernel.log"
+PID_RECORD = "sandbox-pid"
+# Where a sandboxed program may create its Unix sockets: on the sandbox's own size-limited
+# /tmp. The grader reaches them through /proc/<pid>/root (see `socket_dir_from_host`).
+SOCKET_DIR = "/tmp/course-sockets"
+MAX_LOG_BYTES = 1024 * 1024         # the kernel's own stdout and stderr kept in kernel.log
 
 
 
@@ -165,8 +176,9 @@ def _readonly_dirs(cmd: list[str]) -> list[str]:
 
 def _bwrap_args(cmd: list[str], workdir: str, runtime_dir: str, limits: Limits,
                 fds: list[int], contents: str | None = None,
-                package: str | None = None) -> list[str]:
-    args = ["bwrap", "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+                package: str | None = None, info_fd: int | None = None) -> list[str]:
+    args = ["bwrap", *(["--info-fd", str(info_fd)] if info_fd is not None else []),
+            "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
             "--clearenv", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox"]
 
     def bind(path: str, dest: str, writable: bool = False) -> None:
@@ -200,7 +212,7 @@ def _bwrap_args(cmd: list[str], workdir: str, runtime_dir: str, limits: Limits,
     args.extend(["--proc", "/proc", "--dev", "/dev"])
     bind(contents or workdir, "/var/submission")
     args.extend(["--size", str(limits.workdir_bytes), "--tmpfs", workdir])
-    bind(runtime_dir, runtime_dir, writable=True)
+    bind(runtime_dir, runtime_dir)   # read-only: the sandbox writes nothing on the host
     # the root itself (a tmpfs holding the mount points) becomes read-only: writes can only
     # go to the two size-limited tmpfs and the runtime folder
     args.extend(["--remount-ro", "/", "--chdir", workdir])
@@ -213,7 +225,7 @@ def _bwrap_args(cmd: list[str], workdir: str, runtime_dir: str, limits: Limits,
                 if k in _PASSED_ENV or (k.startswith("JPY_") and k != "JPY_PARENT_PID")})
     for key, value in env.items():
         args.extend(["--setenv", key, value])
-    spec = json.dumps({"rlimits": _rlimits(limits), "cmd": cmd})
+    spec = json.dumps({"rlimits": _rlimits(limits), "cmd": cmd, "sockets": SOCKET_DIR})
     return [*args, "--", cmd[0], "-I", "-S", "-c", _INNER, spec]
 
 
@@ -229,6 +241,7 @@ try:
     shutil.copytree("/var/submission", ".", dirs_exist_ok=True, symlinks=True)
 except (OSError, shutil.Error):
     pass
+os.makedirs(spec["sockets"], exist_ok=True)
 os.execv(spec["cmd"][0], spec["cmd"])
 """
 
@@ -307,6 +320,42 @@ def _write_record(path: Path, record: dict) -> None:
         json.dump(record, f)
 
 
+def _copy_log(stream, path: Path) -> None:
+    kept = 0
+    with open(path, "ab") as log:
+        for chunk in iter(lambda: stream.read1(65536), b""):
+            if kept < MAX_LOG_BYTES:
+                log.write(chunk[: MAX_LOG_BYTES - kept])
+                log.flush()
+                kept += len(chunk)
+
+
+def _record_pid(info_read: int, path: Path) -> None:
+    """Write the sandbox's first process id (as bwrap reports it) to `path`, for the grader
+    to reach the sockets in the sandbox through /proc/<pid>/root."""
+    with os.fdopen(info_read, "rb") as info:
+        data = info.read(4096)
+    try:
+        pid = int(json.loads(data.decode() or "{}")["child-pid"])
+    except (ValueError, KeyError, TypeError):
+        return
+    _write_record(path, {"pid": pid})
+
+
+def socket_dir_from_host(runtime_dir: str | os.PathLike, timeout: float = 30.0) -> str | None:
+    """The sandbox's SOCKET_DIR as the host sees it (/proc/<pid>/root/...), once the launcher
+    has recorded the pid; None if it did not within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    path = Path(runtime_dir) / PID_RECORD
+    while time.monotonic() < deadline:
+        try:
+            pid = int(json.loads(path.read_text())["pid"])
+            return f"/proc/{pid}/root{SOCKET_DIR}"
+        except (OSError, ValueError, KeyError, TypeError):
+            time.sleep(0.02)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_grader.sandbox",
                                      description="Run a command in the grading sandbox.")
@@ -331,18 +380,23 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 125
     fds: list[int] = []
+    info_read, info_write = os.pipe()
+    os.set_inheritable(info_write, True)
     args = _bwrap_args(cmd, opts.workdir, opts.runtime_dir, limits, fds, opts.contents,
-                       opts.package)
+                       opts.package, info_fd=info_write)
     # An interrupt for the kernel reaches the whole process group: the launcher ignores it.
     signal.signal(signal.SIGINT, lambda *_: None)
-    # the kernel's own stdout and stderr (not the cells' output) go to a log for debugging
-    log = open(Path(opts.runtime_dir) / KERNEL_LOG, "ab")  # noqa: SIM115 - closed below
-    child = subprocess.Popen(args, pass_fds=fds, stdin=subprocess.DEVNULL, stdout=log,
-                             stderr=subprocess.STDOUT,
+    child = subprocess.Popen(args, pass_fds=[*fds, info_write], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              preexec_fn=cgroup.join if cgroup else None)
-    log.close()
+    os.close(info_write)
     for fd in fds:
         os.close(fd)
+    # the kernel's own stdout and stderr (not the cells' output) go to a log for debugging,
+    # at most MAX_LOG_BYTES of it
+    threading.Thread(target=_copy_log, args=(child.stdout, Path(opts.runtime_dir) / KERNEL_LOG),
+                     daemon=True).start()
+    _record_pid(info_read, Path(opts.runtime_dir) / PID_RECORD)
     signal.signal(signal.SIGTERM, lambda *_: child.kill())
     wall_killed = False
     try:

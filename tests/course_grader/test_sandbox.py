@@ -157,14 +157,41 @@ except MemoryError:
     assert "MemoryError" in proc.stdout and "ALLOCATED" not in proc.stdout
 
 
-def test_exit_record_cannot_be_redirected_by_a_planted_link(tmp_path):
+def test_the_runtime_folder_is_read_only_and_sockets_go_to_the_sandboxs_tmp(tmp_path):
+    """Nothing the sandbox can write lands on the host: not a file, a link or a folder in the
+    runtime folder (where the launcher keeps its records), and its Unix sockets live on its
+    own size-limited /tmp, which the host reaches through /proc/<pid>/root."""
+    runtime = tmp_path / "runtime"
     target = tmp_path / "victim.txt"
     target.write_text("keep me")
-    planted = tmp_path / "runtime" / sandbox.EXIT_RECORD
-    code = f"import os; os.symlink({str(target)!r}, {str(planted)!r})"
-    _, record = run(tmp_path, code)
+    code = f"""
+import os, socket
+for make in (lambda: open({str(runtime / 'junk')!r}, 'w'),
+             lambda: os.symlink({str(target)!r}, {str(runtime / sandbox.EXIT_RECORD)!r}),
+             lambda: os.mkdir({str(runtime / 'd')!r})):
+    try:
+        make()
+        print('wrote')
+    except OSError as err:
+        print('blocked', err.errno)
+s = socket.socket(socket.AF_UNIX)
+s.bind({sandbox.SOCKET_DIR + '/probe'!r})
+print('socket', os.path.exists({sandbox.SOCKET_DIR + '/probe'!r}))
+"""
+    proc, record = run(tmp_path, code)
+    assert proc.stdout.split() == ["blocked", "30", "blocked", "30", "blocked", "30", "socket",
+                                   "True"], proc.stdout
     assert target.read_text() == "keep me"
+    assert sorted(p.name for p in runtime.iterdir()) == sorted(
+        [sandbox.EXIT_RECORD, sandbox.KERNEL_LOG, sandbox.PID_RECORD])
     assert record is not None and record["returncode"] == 0
+
+
+def test_the_kernel_log_keeps_at_most_a_megabyte(tmp_path):
+    proc, record = run(tmp_path, "import sys\nfor _ in range(50):\n"
+                                 "    sys.stdout.write('x' * 100_000)\nprint('end')")
+    assert record["returncode"] == 0
+    assert len(proc.stdout) == sandbox.MAX_LOG_BYTES
 
 
 def test_unavailable_reason_names_what_is_missing(monkeypatch):
