@@ -361,8 +361,7 @@ class SafeExecute(Execute):
         return self._checker
 
     def _run_test(self, cell, index):
-        source = self._sources[_grade_id(cell)]["source"]
-        cell.source = source
+        source = self._sources[_grade_id(cell)]["source"]   # cell.source may carry a note
         hidden = sorted(hidden_line_numbers(source, "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"))
         verdict = self._checker_for().ask(
             {"op": "test", "source": source, "hidden_lines": hidden,

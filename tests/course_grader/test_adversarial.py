@@ -133,7 +133,31 @@ def test_feedback_is_written_safely_for_every_graded_submission(graded):
     tampered = (course / "feedback" / "patches_check_helper" / UNIT / f"{UNIT}.html").read_text()
     assert "is wrong at index" in tampered
     searched = (course / "feedback" / "searches_hidden_tests" / UNIT / f"{UNIT}.html").read_text()
-    assert "FOUND" not in searched and "reference_disabled" not in searched
+    outputs = autograded_outputs(course, "searches_hidden_tests")
+    lines = hidden_lines(course)
+    assert len(lines) > 10
+    for line in lines:
+        assert html.escape(line, quote=False) not in searched, line
+        assert json.dumps(line)[1:-1] not in outputs, line
+
+
+def hidden_lines(course: Path) -> list[str]:
+    """The distinctive lines of the unit's hidden tests (long ones that no visible part of the
+    notebook has)."""
+    nb = nbformat.read(course / "solutions" / UNIT / NOTEBOOK, as_version=4)
+    hidden, visible = [], set()
+    for cell in nb.cells:
+        inside = False
+        for line in cell.source.splitlines():
+            if "BEGIN HIDDEN TESTS" in line:
+                inside = True
+            elif "END HIDDEN TESTS" in line:
+                inside = False
+            elif inside:
+                hidden.append(line.strip())
+            else:
+                visible.add(line.strip())
+    return [line for line in hidden if len(line) > 30 and line not in visible]
     hung = (course / "feedback" / "swallows_interrupt" / UNIT / f"{UNIT}.html").read_text()
     assert "did not stop when interrupted" in hung
 
