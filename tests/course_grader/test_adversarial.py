@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from html import escape
 from pathlib import Path
 
 import nbformat
@@ -137,7 +138,7 @@ def test_feedback_is_written_safely_for_every_graded_submission(graded):
     lines = hidden_lines(course)
     assert len(lines) > 10
     for line in lines:
-        assert html.escape(line, quote=False) not in searched, line
+        assert escape(line, quote=False) not in searched, line
         assert json.dumps(line)[1:-1] not in outputs, line
 
 
