@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import nbformat
@@ -32,6 +36,39 @@ def run_nbgrader(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     )
     assert proc.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
     return proc
+
+
+@contextlib.contextmanager
+def jupyter(app: str, root: Path, token: str, runtime_dir: Path):
+    """Serve `root` with `jupyter <app>` (lab or server) on a free local port, token
+    `token`; yields the base URL once the server answers, stops it afterwards."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = tool_env() | {"JUPYTER_RUNTIME_DIR": str(runtime_dir)}
+    proc = subprocess.Popen(
+        [str(BIN / "jupyter"), app, "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+         *(["--allow-root"] if os.geteuid() == 0 else [])],
+        cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5):
+                    break
+            except OSError:
+                assert proc.poll() is None, f"jupyter {app} exited during start-up"
+                assert time.monotonic() < deadline, f"jupyter {app} did not answer within 60 s"
+                time.sleep(0.5)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def notebooks(folder: str) -> list[Path]:

@@ -316,15 +316,13 @@ def _raising_code(message: str) -> types.CodeType:
     return namespace["blocked"].__code__
 
 
-def _raising_code(message: str) -> types.CodeType:
-    """The code of a function that raises GradingFailure(message) whatever it is given; it
-    names nothing but builtins, so it runs in any function's globals."""
-    source = ("def blocked(*args, **kwargs):\n"
-              "    raise __import__('course_utils.grading', fromlist=['GradingFailure'])"
-              f".GradingFailure({message!r})\n")
-    namespace: dict = {}
-    exec(source, namespace)  # noqa: S102 - our own constant source
-    return namespace["blocked"].__code__
+@contextlib.contextmanager
+def _pushed(stack: list, item) -> Iterator[None]:
+    stack.append(item)
+    try:
+        yield
+    finally:
+        stack.pop()
 
 
 @contextlib.contextmanager
@@ -340,12 +338,9 @@ def forbidden(*names: str, reason: str, missing_ok: bool = False) -> Iterator[No
     where they are looked up, and code determined to get around it can. The grader flags
     such code for the instructor (see README, "For instructors").
     """
-    if _REMOTE is not None:
-        _REMOTE.forbidden.append((names, reason))
-        try:
+    if _REMOTE is not None:   # the checker sends the names along with each call
+        with _pushed(_REMOTE.forbidden, (names, reason)):
             yield
-        finally:
-            _REMOTE.forbidden.pop()
         return
     undo = []
     try:
@@ -421,12 +416,9 @@ def substitute(**functions) -> Iterator[None]:
     """Let the student's functions call these (correct) functions instead of the student's
     own of the same name while the block runs: a test of attention_decoder_step then judges
     that function alone, not the additive_attention it calls."""
-    if _REMOTE is not None:
-        _REMOTE.substitutes.append(functions)
-        try:
+    if _REMOTE is not None:   # the checker sends them along with each call
+        with _pushed(_REMOTE.substitutes, functions):
             yield
-        finally:
-            _REMOTE.substitutes.pop()
         return
     main = sys.modules.get("__main__")
     with substituted(vars(main) if main is not None else {}, functions):

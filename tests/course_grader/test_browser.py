@@ -8,17 +8,13 @@ payloads do run in that browser when the notebook is rendered without sanitising
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 
 import nbformat
 import pytest
-from conftest import BIN, tool_env
+from conftest import BIN, jupyter, tool_env
 from nbconvert import HTMLExporter
 from nbgrader.api import Gradebook
 
@@ -70,12 +66,6 @@ def attack_cells() -> list:
     ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def course(fresh_course, tmp_path_factory):
     course = tmp_path_factory.mktemp("browser")
@@ -98,30 +88,8 @@ def course(fresh_course, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(course, tmp_path_factory):
-    port = _free_port()
-    env = tool_env() | {"JUPYTER_RUNTIME_DIR": str(tmp_path_factory.mktemp("runtime"))}
-    proc = subprocess.Popen(
-        [str(BIN / "jupyter"), "server", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-         f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={course}",
-         *(["--allow-root"] if os.geteuid() == 0 else [])],
-        cwd=course, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=5):
-                    break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, "no server"
-                time.sleep(0.5)
+    with jupyter("server", course, TOKEN, tmp_path_factory.mktemp("runtime")) as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @pytest.fixture(scope="module")

@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import socket
-import subprocess
-import time
 import urllib.request
 
 import pytest
-from conftest import BIN, ROOT, UNITS, tool_env
+from conftest import ROOT, UNITS, jupyter
 
 TOKEN = "course-test-token"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _get(url: str) -> tuple[int, str]:
@@ -30,34 +20,8 @@ def _get(url: str) -> tuple[int, str]:
 
 @pytest.fixture(scope="module")
 def lab_url(tmp_path_factory):
-    port = _free_port()
-    runtime = tmp_path_factory.mktemp("jupyter-runtime")
-    env = tool_env() | {"JUPYTER_RUNTIME_DIR": str(runtime)}
-    proc = subprocess.Popen(
-        [str(BIN / "jupyter"), "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-         f"--IdentityProvider.token={TOKEN}", f"--notebook-dir={ROOT}",
-         *(["--allow-root"] if os.geteuid() == 0 else [])],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if _get(f"{base}/api/status?token={TOKEN}")[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert proc.poll() is None, "jupyter lab exited during start-up"
-            assert time.monotonic() < deadline, "jupyter lab did not answer within 60 s"
-            time.sleep(0.5)
+    with jupyter("lab", ROOT, TOKEN, tmp_path_factory.mktemp("jupyter-runtime")) as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def test_lab_lists_the_nbgrader_and_widget_extensions(lab_url):
