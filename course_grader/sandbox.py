@@ -90,7 +90,8 @@ def unavailable_reason() -> str | None:
         except subprocess.TimeoutExpired:
             return "the grading sandbox did not start within 60 s"
         if proc.returncode != 0:
-            detail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no message"]
+            detail = ((proc.stderr or proc.stdout).strip().splitlines()[-1:]
+                      or [f"it exited with code {proc.returncode} and no message"])
             return f"the grading sandbox (bwrap) does not start here: {detail[0]}"
     return None
 
@@ -174,9 +175,19 @@ def _readonly_dirs(cmd: list[str]) -> list[str]:
             if not any(d != o and d.startswith(o.rstrip("/") + "/") for o in ordered)]
 
 
+def _as_mounted(program: str) -> str:
+    """The path under which `program` exists inside the sandbox, where only real folders are
+    mounted: its folder with symbolic links resolved (a venv reached through a linked folder),
+    its own name kept (a venv's python is itself a link, and Python finds its venv by it)."""
+    if not os.path.isabs(program):
+        return program
+    return os.path.join(os.path.realpath(os.path.dirname(program)), os.path.basename(program))
+
+
 def _bwrap_args(cmd: list[str], workdir: str, runtime_dir: str, limits: Limits,
                 fds: list[int], contents: str | None = None,
                 package: str | None = None, info_fd: int | None = None) -> list[str]:
+    cmd = [_as_mounted(cmd[0]), *cmd[1:]]
     args = ["bwrap", *(["--info-fd", str(info_fd)] if info_fd is not None else []),
             "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
             "--clearenv", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox"]
@@ -216,7 +227,7 @@ def _bwrap_args(cmd: list[str], workdir: str, runtime_dir: str, limits: Limits,
     # the root itself (a tmpfs holding the mount points) becomes read-only: writes can only
     # go to the two size-limited tmpfs and the runtime folder
     args.extend(["--remount-ro", "/", "--chdir", workdir])
-    env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+    env = {"PATH": f"{Path(_as_mounted(sys.executable)).parent}:/usr/local/bin:/usr/bin:/bin",
            "HOME": "/tmp", "MPLCONFIGDIR": "/tmp/matplotlib", "LANG": "C.UTF-8",
            "PYTHONDONTWRITEBYTECODE": "1", "COURSE_SANDBOX": "1"}
     # not JPY_PARENT_PID: the grader's pid means nothing in the sandbox's PID namespace, and

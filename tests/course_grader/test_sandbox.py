@@ -243,3 +243,21 @@ def test_tmp_is_mounted_before_the_folders_that_may_live_under_it(tmp_path):
     assert args[tmp_mount] == "--tmpfs"
     binds = [i for i, a in enumerate(args) if a in ("--ro-bind-fd", "--bind-fd", "--ro-bind")]
     assert binds and min(binds) > tmp_mount
+
+
+def test_a_python_reached_through_a_linked_folder_starts(tmp_path):
+    # an instructor may open the course through a symbolic link (~/course -> /data/course);
+    # only real folders are mounted in the sandbox, so the program is run from its real folder
+    link = tmp_path / "linked-venv"
+    link.symlink_to(Path(sys.prefix).resolve(), target_is_directory=True)
+    python = link / "bin" / Path(sys.executable).name
+    work, runtime = tmp_path / "work", tmp_path / "runtime"
+    work.mkdir()
+    runtime.mkdir()
+    cmd = sandbox.wrap([str(python), "-c", "import sys, torch; print(sys.prefix)"],
+                       workdir=work, runtime_dir=runtime)
+    done = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=120)
+    log = (runtime / sandbox.KERNEL_LOG).read_text(errors="replace")
+    assert sandbox.exit_record(runtime)["returncode"] == 0, (done.stderr, log)
+    # the venv (with its packages) is in use, not the bare interpreter it links to
+    assert log.strip().splitlines()[-1] == str(Path(sys.prefix).resolve())
