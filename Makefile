@@ -31,6 +31,7 @@ help:
 	@echo "make browser    install chromium, which a test opens the formgrader in"
 	@echo "make feedback   write HTML feedback for autograded submissions to feedback/"
 	@echo "make bench      time and measure the memory of every notebook"
+	@echo "make bench-autograde  seconds per graded submission (BENCH_ARGS=\"--unit U\")"
 	@echo "make lock       re-resolve requirements.lock from pyproject.toml"
 	@echo "make clean      remove the .venv and caches"
 
@@ -150,9 +151,10 @@ feedback: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python .ci/benchmark_notebooks.py
 
-# Autograding time per submission with and without the sandbox, and JOBS=2 against JOBS=1.
+# Autograding time per submission with and without the sandbox, and JOBS=2 against JOBS=1;
+# BENCH_ARGS="--unit 02_seq2seq_rnn --submissions 6" for another unit or size.
 bench-autograde: $(STAMP) sandbox
-	$(BIN)/python -m course_grader.benchmark
+	$(BIN)/python -m course_grader.benchmark $(BENCH_ARGS)
 
 lock:
 	rm -rf .lock-venv

@@ -9,6 +9,8 @@ convention, `course_utils.grading`, and what a unit allows), never this package:
                     the student's functions return (never runs student code)
     nbgrader_hooks  nbgrader plug-ins: the safe executor (kernel in the sandbox, test cells
                     in the checker), restoring deleted cells, feedback without hidden tests
+    sanitize        makes what a submission wrote inert (an allow-list HTML sanitiser)
+    flags           notes for the instructor on what a submission's code uses (read, not run)
     autograde       batch grading (`make autograde`) that one bad submission cannot stop
     report          the class report (`make report`): totals, most-failed tests, CSV
     corpus          hostile and broken submissions, each with the score it must get

@@ -22,6 +22,7 @@ timeout (see `nbgrader_config.py`); its integrity check runs at the end of every
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -36,7 +37,8 @@ from pathlib import Path
 
 import nbformat
 
-from course_grader import sandbox
+from course_grader import flags, sandbox
+from course_grader.nbgrader_hooks import SafeExecute
 
 __all__ = ["Outcome", "grade_unit", "gradebook_integrity", "main", "stage_submission"]
 
@@ -55,6 +57,7 @@ class Outcome:
     max_score: float | None = None
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)   # for the instructor: see course_grader.flags
 
     @property
     def reason(self) -> str:
@@ -250,6 +253,56 @@ def _item_verdicts(course: Path, unit: str, student: str) -> list[str]:
     return notes
 
 
+@functools.lru_cache(maxsize=16)
+def _unit_rules(course: Path, unit: str) -> tuple[dict[str, str], tuple[str, ...]]:
+    """What the unit's tests forbid (from its source notebooks) and the course_utils modules
+    its graded kernel cannot import (all but the reachable ones of nbgrader_config.py)."""
+    config = _course_config(course)
+    source = course / config.get("source_directory", "solutions") / unit
+    forbidden: dict[str, str] = {}
+    for path in sorted(source.glob("*.ipynb")):
+        forbidden.update(flags.forbidden_names(nbformat.read(path, as_version=4)))
+    default = SafeExecute.class_traits()["reachable_modules"].default()
+    reachable = {*config.get("reachable_modules", default),
+                 *config.get("reachable_by_unit", {}).get(unit, [])}
+    import course_utils
+
+    package = Path(course_utils.__file__).resolve().parent
+    modules = {f"course_utils.{p.stem}" for p in package.iterdir()
+               if (p.suffix == ".py" or (p / "__init__.py").exists()) and p.stem != "__init__"}
+    return forbidden, tuple(sorted(modules - reachable))
+
+
+def _course_config(course: Path) -> dict:
+    """The few settings of the course's nbgrader_config.py that flagging needs."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    path = course / "nbgrader_config.py"
+    if not path.exists():
+        return {}
+    config = PyFileConfigLoader(path.name, path=str(course)).load_config()
+    out = {}
+    if "source_directory" in config.CourseDirectory:
+        out["source_directory"] = config.CourseDirectory.source_directory
+    for key in ("reachable_modules", "reachable_by_unit"):
+        if key in config.SafeExecute:
+            out[key] = config.SafeExecute[key]
+    return out
+
+
+def _flags(course: Path, unit: str, submitted: Path) -> list[str]:
+    """Notes on what the submitted notebooks' own code uses (course_grader.flags)."""
+    forbidden, hidden = _unit_rules(course, unit)
+    notes = []
+    for path in sorted(submitted.glob("*.ipynb")):
+        try:
+            nb = nbformat.read(path, as_version=4)
+        except Exception:  # noqa: BLE001 - an unreadable notebook is reported elsewhere
+            continue
+        notes += [f"{path.stem}: {n}" for n in flags.flag_notebook(nb, forbidden, hidden)]
+    return notes
+
+
 def _last_error(text: str) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     for line in reversed(lines):
@@ -284,6 +337,7 @@ def grade_one(course: Path, unit: str, student: str, names: list[str], *, unsafe
                 failed = True
                 outcome.notes.append(f"autograding failed (nbgrader did not finish within "
                                      f"{timeout:.0f} s)")
+        outcome.flags = _flags(course, unit, staging / student / unit)
         outcome.notes += _item_verdicts(course, unit, student)
         zeroed = _zero_ungraded(course, unit, student)
         if zeroed and gradable:
@@ -334,8 +388,9 @@ def grade_unit(course: Path, unit: str, *, students: list[str] | None = None, jo
             done[student] = outcome
             _write_status(status_file, {student: outcome})
             score = "-" if outcome.score is None else f"{outcome.score:g}/{outcome.max_score:g}"
+            flagged = f"  [{len(outcome.flags)} flag(s)]" if outcome.flags else ""
             progress(f"  {unit} {student:<20} {score:>8}  {outcome.seconds:6.1f} s  "
-                     f"{outcome.reason}")
+                     f"{outcome.reason}{flagged}")
         return outcome
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:

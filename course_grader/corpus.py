@@ -38,19 +38,20 @@ class Case:
     score: float
     says: str = ""       # must appear in the reason or in the autograded notebook
     never: str = "ESCAPED"  # must appear nowhere in the autograded notebook
+    flagged: str = ""    # must appear in the notes for the instructor (course_grader.flags)
 
 
 def _meta(cell) -> dict:
     return cell.get("metadata", {}).get("nbgrader", {})
 
 
-def released(course: Path) -> nbformat.NotebookNode:
-    return nbformat.read(course / "exercises" / UNIT / NOTEBOOK, as_version=4)
+def released(course: Path, unit: str = UNIT) -> nbformat.NotebookNode:
+    return nbformat.read(course / "exercises" / unit / f"{unit}.ipynb", as_version=4)
 
 
-def solve(course: Path, nb, skip: tuple[str, ...] = ()) -> nbformat.NotebookNode:
+def solve(course: Path, nb, skip: tuple[str, ...] = (), unit: str = UNIT) -> nbformat.NotebookNode:
     """Fill the solution cells (but those in `skip`) with the instructor's solution."""
-    source = nbformat.read(course / "solutions" / UNIT / NOTEBOOK, as_version=4)
+    source = nbformat.read(course / "solutions" / unit / f"{unit}.ipynb", as_version=4)
     solutions = {_meta(c).get("grade_id"): c.source for c in source.cells}
     for cell in nb.cells:
         grade_id = _meta(cell).get("grade_id")
@@ -264,39 +265,47 @@ CASES = [
                      "    try:\n        socket.create_connection(host, timeout=3)\n"
                      "        print('ESCAPED: connected', host)\n"
                      "    except OSError as err:\n        print('blocked: network', err.errno)\n"),
-         FULL, "blocked: network"),
+         FULL, "blocked: network",
+         flagged="socket"),
     Case("patches_numpy_torch", "wrong answers; no-op numpy/torch assertions and torch.isclose",
          wrong_with("import numpy as np\nnp.testing.assert_allclose = lambda *a, **k: None\n"
                     "torch.testing.assert_close = lambda *a, **k: None\n"
                     "torch.isclose = lambda a, b, **k: torch.ones(a.shape, dtype=torch.bool)\n"),
-         0.0, JUDGED_BY_VALUES),
+         0.0, JUDGED_BY_VALUES,
+         flagged="changes torch.isclose"),
     Case("patches_check_helper", "wrong answers; grading.check_tensor replaced by a no-op",
          wrong_with("grading.check_tensor = lambda *a, **k: None\n"
-                    "grading.check = lambda *a, **k: None\n"), 0.0, JUDGED_BY_VALUES),
+                    "grading.check = lambda *a, **k: None\n"), 0.0, JUDGED_BY_VALUES,
+         flagged="changes course_utils.grading.check_tensor"),
     Case("rebinds_grading", "wrong answers; the name `grading` bound to a fake module",
          wrong_with("class _Fake:\n    def __getattr__(self, name):\n"
                     "        return lambda *a, **k: None\n"
-                    "grading = _Fake()\n"), 0.0, JUDGED_BY_VALUES),
+                    "grading = _Fake()\n"), 0.0, JUDGED_BY_VALUES,
+         flagged="rebinds `grading`"),
     Case("swaps_code", "wrong answers; check_tensor's __code__ swapped in place",
          wrong_with("grading.check_tensor.__code__ = (lambda *a, **k: None).__code__\n"),
-         0.0, JUDGED_BY_VALUES),
+         0.0, JUDGED_BY_VALUES,
+         flagged="__code__"),
     Case("patches_builtins", "wrong answers; builtins abs, all and id replaced",
          wrong_with("import builtins\nbuiltins.abs = lambda x: 0\n"
                     "builtins.all = lambda x: True\nbuiltins.id = lambda x: 1\n"),
-         0.0, JUDGED_BY_VALUES),
+         0.0, JUDGED_BY_VALUES,
+         flagged="changes builtins.abs"),
     Case("forges_error_flag", "wrong answers; an exception handler and a post_run_cell hook that "
          "clear every error",
          wrong_with("ip = get_ipython()\n"
                     "ip.set_custom_exc((BaseException,), lambda *a, **k: None)\n"
                     "def _clear(result):\n    result.error_in_exec = None\n"
                     "    result.error_before_exec = None\n"
-                    "ip.events.register('post_run_cell', _clear)\n"), 0.0, JUDGED_BY_VALUES),
+                    "ip.events.register('post_run_cell', _clear)\n"), 0.0, JUDGED_BY_VALUES,
+         flagged="get_ipython"),
     Case("forges_partial_credit", "wrong answers that send a score through sys.displayhook",
          _wrong_and({"softmax_solution": "import sys\n\ndef softmax(x, dim=-1):\n"
                                          "    sys.displayhook(9.0)\n"
                                          "    get_ipython().displayhook(9.0)\n"
                                          "    return torch.zeros_like(x)\n"}),
-         0.0, JUDGED_BY_VALUES),
+         0.0, JUDGED_BY_VALUES,
+         flagged="get_ipython"),
     Case("lying_tensor", "wrong answers as a Tensor subclass that is close to anything",
          _wrong_and({"softmax_solution":
                      "class Liar(torch.Tensor):\n    @classmethod\n"
@@ -308,35 +317,43 @@ CASES = [
                      "                                          kwargs or {})\n\n"
                      "def softmax(x, dim=-1):\n"
                      "    return torch.zeros_like(x).as_subclass(Liar)\n"}),
-         0.0, JUDGED_BY_VALUES),
+         0.0, JUDGED_BY_VALUES,
+         flagged="__torch_function__"),
     Case("shadows_tensor_methods", "wrong answers; new attributes on torch.Tensor that shadow "
          "isclose, allclose, __eq__ and tolist",
          wrong_with("torch.Tensor.isclose = lambda s, o, **k: torch.ones(s.shape, dtype=bool)\n"
                     "torch.Tensor.allclose = lambda *a, **k: True\n"
                     "torch.Tensor.__eq__ = lambda s, o: True\n"
-                    "torch.Tensor.tolist = lambda s: [0.5]\n"), 0.0, JUDGED_BY_VALUES),
+                    "torch.Tensor.tolist = lambda s: [0.5]\n"), 0.0, JUDGED_BY_VALUES,
+         flagged="changes torch.Tensor.isclose"),
     Case("forges_integrity", "wrong answers; user_expressions answered with a clean record",
          wrong_with("ip = get_ipython()\n"
                     "ip.user_expressions = lambda e: {k: {'status': 'ok', 'data': "
                     "{'text/plain': \"'{}'\"}, 'metadata': {}} for k in e}\n"),
-         0.0, JUDGED_BY_VALUES),
+         0.0, JUDGED_BY_VALUES,
+         flagged="get_ipython"),
     Case("hijacks_agent", "wrong answers; the grader's helper in the kernel answers every call "
          "with a made-up result",
          wrong_with("import course_utils.grading.agent as _agent\n"
                     "_agent._HANDLERS['call'] = lambda request: {'type': 'result', "
                     "'value': {'T': 0}, 'tensors': request['tensors'][:1], 'call': None, "
-                    "'changed': []}\n"), 0.0, "GradingFailure"),
+                    "'changed': []}\n"), 0.0, "GradingFailure",
+         flagged="the grader's helper"),
     Case("stops_agent", "correct answers, but the grader's helper is made to quit at once",
          solved_with("setup", "import course_utils.grading.agent as _agent\n"
-                              "_agent.serve = lambda: None\n"), 0.0, "stopped the grader's helper"),
+                              "_agent.serve = lambda: None\n"), 0.0, "stopped the grader's helper",
+         flagged="the grader's helper"),
     Case("copies_reference", "private FunctionType copies and other imports of the reference",
-         _copies_reference, 0.0, "does not define"),
+         _copies_reference, 0.0, "does not define",
+         flagged="imports course_utils.attention"),
     Case("aten_softmax", "softmax through torch.ops.aten._softmax, a ready-made path",
-         _aten_softmax, 5.0, "forbids"),
+         _aten_softmax, 5.0, "forbids",
+         flagged="torch.ops.aten._softmax (the tests forbid it"),
     Case("searches_hidden_tests", "looks for the hidden tests: notebooks in its folder, In[], "
          "the history",
          solved_with("soft_lookup_mean", SEARCHES_FOR_HIDDEN_TESTS), FULL, "all tests passed",
-         never="HIDDEN TESTS"),
+         never="HIDDEN TESTS",
+         flagged="get_ipython"),
     Case("swallows_interrupt", "a loop that swallows KeyboardInterrupt after the softmax tests",
          solved_with("softmax_stable", "import time\nwhile True:\n    try:\n"
                      "        time.sleep(0.5)\n    except KeyboardInterrupt:\n        pass\n"),
@@ -370,7 +387,8 @@ CASES = [
                      "except MemoryError:\n    print('blocked: MemoryError')\n"),
          FULL, "blocked: MemoryError"),
     Case("delegates", "imports the course_utils reference instead of writing the code",
-         _delegates, 0.0, "does not define"),
+         _delegates, 0.0, "does not define",
+         flagged="imports course_utils.attention"),
     Case("empty_notebook", "a notebook with no cells", _empty, 0.0, "is empty"),
     Case("deletes_solution", "deletes the softmax solution cell",
          _deletes_solution_cell, 3.0, "does not define `softmax`"),

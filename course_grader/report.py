@@ -3,7 +3,8 @@
 Reads nbgrader's gradebook (`<course>/gradebook.db`, opened read-only) and, when the autograde
 driver left one, `<course>/autograde_status/<unit>.json`; writes per unit, into `<out>`:
 
-    <unit>_students.csv    one row per student: total, percent, each item's score, status, reason
+    <unit>_students.csv    one row per student: total, percent, each item's score, status, reason,
+                           flags (what the code uses that the instructor may want to look at)
     <unit>_items.csv       one row per graded cell, most-failed first
     <unit>_histogram.png   the class's percent scores, and each item's failure rate
 
@@ -69,6 +70,7 @@ class StudentRow:
     scores: dict[str, float | None] = field(default_factory=dict)
     status: str = ""
     reason: str = ""
+    flags: list[str] = field(default_factory=list)   # notes on the code (course_grader.flags)
 
 
 @dataclass
@@ -202,6 +204,7 @@ def collect(course_dir, unit: str) -> UnitReport:
             percent=_percent(score, max_score),
             scores={columns[key]: value for key, value in per_student.get(student, {}).items()},
             status=str(verdict.get("status", "")), reason=str(verdict.get("reason", "")),
+            flags=[str(f) for f in verdict.get("flags", []) if isinstance(f, str)],
         ))
     return UnitReport(unit=unit, max_score=max_score, students=students, items=items)
 
@@ -258,12 +261,13 @@ def write_report(report: UnitReport, out_dir) -> list[Path]:
 
     with students_csv.open("w", newline="", encoding="utf-8") as f:
         writer = _SafeWriter(f)
-        writer.writerow(["student", "score", "max_score", "percent", *columns, "status", "reason"])
+        writer.writerow(["student", "score", "max_score", "percent", *columns, "status", "reason",
+                         "flags"])
         for s in report.students:
             cells = [UNGRADED if c in s.scores and s.scores[c] is None else _fmt(s.scores.get(c))
                      for c in columns]
             writer.writerow([s.student, _fmt(s.score), _fmt(s.max_score), _fmt(s.percent, 1),
-                             *cells, s.status, s.reason])
+                             *cells, s.status, s.reason, "; ".join(s.flags)])
 
     with items_csv.open("w", newline="", encoding="utf-8") as f:
         writer = _SafeWriter(f)
@@ -319,6 +323,10 @@ def summary(report: UnitReport) -> str:
     if ungraded:
         lines.append(f"  {ungraded} grade{'s' * (ungraded != 1)} not scored yet "
                      f"(shown as '{UNGRADED}')")
+    flagged = [s.student for s in report.students if s.flags]
+    if flagged:
+        lines.append(f"  {len(flagged)} flagged for a look at their code (column `flags`): "
+                     + ", ".join(flagged[:10]) + (", ..." if len(flagged) > 10 else ""))
     worst = [i for i in report.items if i.failure_rate is not None][:3]
     if worst:
         lines.append("  most failed: " + ", ".join(

@@ -37,6 +37,7 @@ __all__ = [
     "READY_MADE_SOFTMAX",
     "call",
     "check",
+    "check_function",
     "check_tensor",
     "cotangent",
     "forbidden",
@@ -125,11 +126,14 @@ def check_tensor(
     atol: float = 1e-5,
     rtol: float = 1e-4,
     hint: str = "",
+    dtype: torch.dtype | None = None,
 ) -> None:
     """Check that `actual` is a tensor with the shape and values of `expected`.
 
     `what` names the call being checked, e.g. "softmax(x, dim=0) for x of shape (3, 4)".
     `hint` is added to every failure message: the likely mistake and how to fix it.
+    `dtype`, if given, is the dtype `actual` must have (the input's, for a function that
+    promises to keep it).
     """
     tail = f" Hint: {hint}" if hint else ""
     if actual is None:
@@ -142,6 +146,11 @@ def check_tensor(
         raise GradingFailure(
             f"{what} returned shape {tuple(actual.shape)}; expected {tuple(expected.shape)}.{tail}"
         )
+    if dtype is not None and actual.dtype != dtype:
+        raise GradingFailure(
+            f"{what} returned dtype {actual.dtype}; expected {dtype}, the dtype of its input. "
+            f"Keep the input's dtype: no .float(), and make new tensors with dtype=x.dtype "
+            f"(or torch.zeros_like / new_zeros).{tail}")
     if not actual.dtype.is_floating_point:
         raise GradingFailure(
             f"{what} returned dtype {actual.dtype}; expected a floating-point tensor "
@@ -289,6 +298,46 @@ def gradients(fn, *args, **kwargs):
 
     return result, (*[collect(a) for a in args], *([{k: collect(a) for k, a in kwargs.items()}]
                                                     if kwargs else []))
+
+
+def check_function(fn, args: tuple, expected, *, what: str, hint: str = "", output=None,
+                   atol: float = 1e-7, rtol: float = 1e-6, grad_hint: str = "") -> None:
+    """The contract of a function that will be trained, checked in float64:
+
+    1. fn(*args) leaves its tensor arguments unchanged (`call`);
+    2. its result (or result[output]) has the shape, dtype and values of expected(*args), a
+       correct formula the test writes out; the dtype is that of expected(*args);
+    3. the gradients its own code gives with respect to every floating-point argument (and
+       the parameters of module arguments) are those of expected's (`gradients`).
+
+    Give float64 arguments: any correct method agrees with another to ~1e-12 there, so the
+    default tolerances (rtol 1e-6) leave room for every order of summation and still catch
+    a wrong formula."""
+    pick = (lambda r: r) if output is None else (lambda r: r[output])
+    tail = f" Hint: {hint}" if hint else ""
+    result = call(fn, *args)
+    if output is not None and not (isinstance(result, tuple | list) and len(result) > output):
+        raise GradingFailure(f"{what} should return a tuple of at least {output + 1} values; "
+                             f"it returned {_kind_of(result)}.{tail}")
+    want = expected(*args)
+    check_tensor(pick(result), want, what=what, hint=hint, atol=atol, rtol=rtol,
+                 dtype=want.dtype)
+
+    def picked(*a):
+        return pick(fn(*a))
+
+    picked.__name__ = _name(fn)
+    _, got = gradients(picked, *args)
+    _, wanted = gradients(expected, *args)
+    for i, (g, w) in enumerate(zip(got, wanted, strict=True)):
+        pairs = (g.items() if isinstance(w, dict) else [("", g)]) if w is not None else []
+        for name, value in pairs:
+            w_value = w[name] if isinstance(w, dict) else w
+            label = f"argument #{i + 1}" + (f" (parameter {name})" if name else "")
+            check_tensor(value, w_value, atol=atol, rtol=rtol,
+                         what=f"the gradient of {what} with respect to {label}",
+                         hint=grad_hint or "the values are right but the gradient is not: "
+                              "compute with differentiable tensor operations only.")
 
 
 def _resolve(dotted: str):

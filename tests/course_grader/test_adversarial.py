@@ -73,7 +73,8 @@ def graded(fresh_course, tmp_path_factory):
                               timeout=900)
     # the table of the closing note: case, what it does, score, reason
     rows = [f"| {c.name} | {c.what} | {status[c.name]['score']:g}/{status[c.name]['max_score']:g}"
-            f" | {status[c.name]['reason']} | {status[c.name]['seconds']:.1f} s |"
+            f" | {status[c.name]['reason']} | {len(status[c.name]['flags'])} flag(s)"
+            f" | {status[c.name]['seconds']:.1f} s |"
             for c in CASES]
     print(f"\n{len(CASES)} submissions graded in {elapsed:.1f} s (2 jobs)\n" + "\n".join(rows))
     return course, status, feedback
@@ -94,6 +95,11 @@ def test_each_bad_submission_gets_its_score_and_a_reason(graded, case):
         f"{case.says!r} is neither in the reason {entry['reason']!r} nor in the notebook")
     if case.never:
         assert case.never not in autograded_outputs(course, case.name)
+    noted = " | ".join(entry["flags"])
+    if case.flagged:
+        assert case.flagged in noted, f"the instructor is not told: {entry['flags']}"
+    if case.name in ("correct", "untouched", "wrong_name"):
+        assert not entry["flags"], "honest work is flagged"
 
 
 def test_gradebook_is_sound_after_a_parallel_run(graded):

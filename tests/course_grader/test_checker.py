@@ -79,6 +79,15 @@ def asks_input(x):
 def uses_softmax(x):
     return torch.softmax(x, -1)
 
+def float32_softmax(x, dim=-1):
+    return softmax(x.float(), dim)
+
+def numpy_softmax(x, dim=-1):
+    return torch.tensor(softmax(x.detach(), dim).numpy(), requires_grad=True)
+
+def pair_softmax(x, dim=-1):
+    return x.shape, softmax(x, dim)
+
 constant = 42
 '''
 SETUP = "import torch\nimport torch.nn as nn\nfrom course_utils import grading\n"
@@ -181,6 +190,28 @@ def test_gradients_flow_through_the_student_function(runner):
         "(softmax(y) * torch.arange(5.0)).sum().backward()\n"
         "grading.check(y.grad is not None and y.grad.abs().sum() > 0, 'backward')\n"))
     assert verdict["passed"], verdict
+
+
+CONTRACT = ("x = torch.randn(2, 3, 5, dtype=torch.float64)\n"
+            "grading.check_function({fn}, (x,), lambda x: torch.softmax(x, -1), "
+            "what='softmax(x)'{extra})\n")
+
+
+@pytest.mark.parametrize("fn, extra, says", [
+    ("softmax", "", None),
+    ("pair_softmax", ", output=1", None),
+    ("wrong_softmax", "", "softmax(x) is wrong at index"),
+    ("in_place", "", "changed its argument x in place"),
+    ("float32_softmax", "", "returned dtype torch.float32; expected torch.float64"),
+    ("detached_softmax", "", "not connected to its inputs"),
+    ("numpy_softmax", "", "the gradient of softmax(x) with respect to argument #1 is wrong"),
+])
+def test_check_function_judges_values_dtype_inputs_and_gradients(runner, fn, extra, says):
+    verdict = run(runner, CONTRACT.format(fn=fn, extra=extra))
+    if says is None:
+        assert verdict["passed"], verdict
+    else:
+        assert not verdict["passed"] and says in verdict["message"], verdict
 
 
 def test_a_detached_result_fails_the_gradient_check(runner):

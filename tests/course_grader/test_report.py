@@ -41,7 +41,9 @@ SCORES = {
 }
 STATUS = {
     "alice": {"status": "graded", "reason": "", "seconds": 12.5},
-    "bob": {"status": "zero", "reason": "timeout in cell c", "seconds": 120.0},
+    "bob": {"status": "zero", "reason": "timeout in cell c", "seconds": 120.0,
+            "flags": ["n: cell a, line 1: uses os (the operating system)",
+                      "n: cell b, line 2: uses get_ipython (the kernel itself)"]},
     "eve": {"status": "error", "reason": "notebook is not valid JSON", "seconds": 0.1},
 }
 
@@ -103,7 +105,7 @@ def test_students_csv_has_one_row_per_student_with_scores_and_status(written):
     with students_csv.open(newline="") as f:
         header = next(csv.reader(f))
     assert header == ["student", "score", "max_score", "percent", "a", "b", "c", "status",
-                      "reason"]
+                      "reason", "flags"]
     rows = _rows(students_csv)
     assert [r["student"] for r in rows] == ["alice", "bob", "carol", "dave", "eve"]
     by = {r["student"]: r for r in rows}
@@ -113,6 +115,9 @@ def test_students_csv_has_one_row_per_student_with_scores_and_status(written):
     assert (by["carol"]["score"], by["carol"]["percent"], by["carol"]["c"]) == ("1.5", "25", "1.5")
     assert (by["bob"]["status"], by["bob"]["reason"]) == ("zero", "timeout in cell c")
     assert (by["carol"]["status"], by["carol"]["reason"]) == ("", "")
+    assert by["bob"]["flags"] == ("n: cell a, line 1: uses os (the operating system); "
+                                  "n: cell b, line 2: uses get_ipython (the kernel itself)")
+    assert by["alice"]["flags"] == by["carol"]["flags"] == ""
     assert by["eve"]["status"] == "error" and by["eve"]["score"] == by["eve"]["a"] == ""
 
 
@@ -153,6 +158,7 @@ def test_cli_reports_every_unit_and_prints_a_summary(course, capsys):
     assert f"{UNIT}: 4 students graded, mean 47.9%, median 33.3%" in out
     assert "1 more in the status file without a score in the gradebook" in out
     assert "1 grade not scored yet (shown as 'ungraded')" in out
+    assert "1 flagged for a look at their code (column `flags`): bob" in out
     assert "most failed: a 75% (3/4), c 67% (2/3), b 25% (1/4)" in out
     assert "02_other: 0 students graded" in out
     for unit in (UNIT, "02_other"):

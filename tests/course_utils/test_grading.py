@@ -339,8 +339,8 @@ def test_reference_disabled_with_another_module_blocks_only_that_module():
 
 def test_grading_exports_what_the_exercises_use():
     assert set(grading.__all__) == {
-        "GradingFailure", "READY_MADE_SOFTMAX", "call", "check", "check_tensor", "cotangent",
-        "forbidden",
+        "GradingFailure", "READY_MADE_SOFTMAX", "call", "check", "check_function", "check_tensor",
+        "cotangent", "forbidden",
         "gradients", "reference_disabled", "substitute",
     }
 
@@ -518,3 +518,78 @@ def test_a_failure_shows_in_ipython_as_its_message_alone():
     shown = proc.stdout + proc.stderr
     assert "GradingFailure" in shown and "the rows must sum to 1" in shown, shown
     assert "grading/__init__.py" not in shown and "Traceback" not in shown, shown
+
+
+def test_check_tensor_with_a_dtype_fails_a_result_in_another_dtype():
+    x = torch.ones(3, dtype=torch.float64)
+    check_tensor(x, x, what="f(x)", dtype=torch.float64)
+    with pytest.raises(GradingFailure, match=r"f\(x\) returned dtype torch.float32; expected "
+                                             r"torch.float64, the dtype of its input"):
+        check_tensor(x.float(), x, what="f(x)", dtype=torch.float64)
+
+
+def _softmax(x, dim=-1):
+    e = torch.exp(x - x.amax(dim, keepdim=True))
+    return e / e.sum(dim, keepdim=True)
+
+
+def _in_place(x, dim=-1):
+    x -= x.amax(dim, keepdim=True)
+    return _softmax(x, dim)
+
+
+def _no_grad(x, dim=-1):
+    with torch.no_grad():
+        return _softmax(x, dim)
+
+
+def _numpy(x, dim=-1):
+    return torch.tensor(_softmax(x.detach(), dim).numpy(), requires_grad=True)
+
+
+def _straight_through(x, dim=-1):
+    y = _softmax(x, dim)
+    return y.detach() + 2 * (y - y.detach())   # right values, doubled gradient
+
+
+@pytest.mark.parametrize("fn, message", [
+    (_softmax, None),
+    (lambda x, dim=-1: torch.exp(x - torch.logsumexp(x, dim, keepdim=True)), None),
+    (lambda x, dim=-1: _softmax(x.float(), dim), "returned dtype torch.float32"),
+    (lambda x, dim=-1: torch.exp(x) / torch.exp(x).sum(), "is wrong at index"),
+    (_in_place, "changed its argument #1 in place"),
+    (_no_grad, "not connected to its inputs"),
+    (_numpy, "the gradient of softmax\\(x\\) with respect to argument #1 is wrong"),
+    (_straight_through, "the gradient of softmax\\(x\\) with respect to argument #1 is wrong"),
+])
+def test_check_function_accepts_correct_methods_and_names_each_mistake(fn, message):
+    x = torch.randn(2, 3, 5, dtype=torch.float64) * 3
+    before = x.clone()
+    if message is None:
+        grading.check_function(fn, (x,), lambda x: F.softmax(x, -1), what="softmax(x)")
+    else:
+        with pytest.raises(GradingFailure, match=message):
+            grading.check_function(fn, (x,), lambda x: F.softmax(x, -1), what="softmax(x)")
+    if fn is not _in_place:
+        assert torch.equal(x, before)
+
+
+def test_check_function_follows_gradients_into_module_parameters_and_picks_an_output():
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(4, 3).double()
+    x = torch.randn(5, 4, dtype=torch.float64)
+
+    def good(layer, x):
+        return x.shape[0], torch.tanh(x @ layer.weight.T + layer.bias)
+
+    def frozen_bias(layer, x):
+        return x.shape[0], torch.tanh(x @ layer.weight.T + layer.bias.detach())
+
+    def expected(layer, x):
+        return torch.tanh(layer(x))
+
+    grading.check_function(good, (layer, x), expected, what="f(layer, x)", output=1)
+    with pytest.raises(GradingFailure, match=r"with respect to argument #1 \(parameter bias\)"):
+        grading.check_function(frozen_bias, (layer, x), expected, what="f(layer, x)", output=1)
+    with pytest.raises(GradingFailure, match="should return a tuple of at least 3 values"):
+        grading.check_function(good, (layer, x), expected, what="f(layer, x)", output=2)
