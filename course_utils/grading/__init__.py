@@ -43,6 +43,7 @@ __all__ = [
     "forbidden",
     "gradients",
     "reference_disabled",
+    "rtol_for",
     "substitute",
 ]
 
@@ -178,6 +179,14 @@ def check_tensor(
         )
 
 
+
+
+def rtol_for(scale: float, dtype: torch.dtype = torch.float32) -> float:
+    """The relative tolerance that a softmax of scores as large as `scale` (in `dtype`) needs:
+    any correct method rounds its shifted scores (x - max, or x - logsumexp(x)) by up to an
+    ulp of `scale`, which exp turns into as much relative error. Eight ulps, never below 1e-4:
+    rtol_for(1e4) is 9.5e-3 in float32, where a logsumexp softmax is off by ~5e-4."""
+    return max(1e-4, 8 * abs(float(scale)) * torch.finfo(dtype).eps)
 
 
 def call(fn, *args, **kwargs):

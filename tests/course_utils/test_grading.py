@@ -341,7 +341,7 @@ def test_grading_exports_what_the_exercises_use():
     assert set(grading.__all__) == {
         "GradingFailure", "READY_MADE_SOFTMAX", "call", "check", "check_function", "check_tensor",
         "cotangent", "forbidden",
-        "gradients", "reference_disabled", "substitute",
+        "gradients", "reference_disabled", "rtol_for", "substitute",
     }
 
 
@@ -593,3 +593,14 @@ def test_check_function_follows_gradients_into_module_parameters_and_picks_an_ou
         grading.check_function(frozen_bias, (layer, x), expected, what="f(layer, x)", output=1)
     with pytest.raises(GradingFailure, match="should return a tuple of at least 3 values"):
         grading.check_function(good, (layer, x), expected, what="f(layer, x)", output=2)
+
+
+@pytest.mark.parametrize("scale", [1e3, 1e4])
+def test_rtol_for_accepts_a_logsumexp_softmax_and_still_catches_a_wrong_one(scale):
+    x = torch.tensor([-scale, -scale + 1.0, -scale - 1.0, -scale + 0.5])   # float32
+    exact = torch.softmax(x.double() + scale, -1)
+    lse = torch.exp(x - torch.logsumexp(x, -1, keepdim=True))
+    check_tensor(lse, exact, what="softmax", rtol=grading.rtol_for(scale))
+    wrong = torch.exp(x + scale) / torch.exp(x + scale).sum() * 1.05   # 5 % off
+    with pytest.raises(GradingFailure):
+        check_tensor(wrong, exact, what="softmax", rtol=grading.rtol_for(scale))
