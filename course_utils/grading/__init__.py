@@ -259,6 +259,11 @@ def gradients(fn, *args, **kwargs):
 
     Fails with a GradingFailure if the result is not connected to the inputs (.detach(),
     torch.no_grad(), .item() or NumPy on the way)."""
+    if _SUBSTITUTING:
+        # when graded, a substituted function runs in the checker and hands the kernel values,
+        # not a graph: the gradient through it would silently be 0 there (but not at home)
+        raise RuntimeError("grading.gradients (and check_function) cannot be used inside "
+                           "grading.substitute: check the gradients outside that block")
     leaves: list[torch.Tensor] = []
 
     def prepare(obj, depth=0):
@@ -474,13 +479,17 @@ def substitute(**functions) -> Iterator[None]:
     """Let the student's functions call these (correct) functions instead of the student's
     own of the same name while the block runs: a test of attention_decoder_step then judges
     that function alone, not the additive_attention it calls."""
-    if _REMOTE is not None:   # the checker sends them along with each call
-        with _pushed(_REMOTE.substitutes, functions):
+    with _pushed(_SUBSTITUTING, functions):
+        if _REMOTE is not None:   # the checker sends them along with each call
+            with _pushed(_REMOTE.substitutes, functions):
+                yield
+            return
+        main = sys.modules.get("__main__")
+        with substituted(vars(main) if main is not None else {}, functions):
             yield
-        return
-    main = sys.modules.get("__main__")
-    with substituted(vars(main) if main is not None else {}, functions):
-        yield
+
+
+_SUBSTITUTING: list = []   # the blocks of `substitute` now open
 
 
 def _show_briefly(shell, etype, value, tb, tb_offset=None):

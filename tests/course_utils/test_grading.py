@@ -604,3 +604,11 @@ def test_rtol_for_accepts_a_logsumexp_softmax_and_still_catches_a_wrong_one(scal
     wrong = torch.exp(x + scale) / torch.exp(x + scale).sum() * 1.05   # 5 % off
     with pytest.raises(GradingFailure):
         check_tensor(wrong, exact, what="softmax", rtol=grading.rtol_for(scale))
+
+
+def test_gradients_refuse_inside_substitute_where_grading_would_lose_them():
+    # graded, a substituted function answers from the checker with values, not a graph
+    with grading.substitute(helper=lambda x: x), pytest.raises(RuntimeError, match="outside"):
+        grading.gradients(lambda x: x * 2, torch.ones(2))
+    _, (grad,) = grading.gradients(lambda x: x * 2, torch.ones(2))   # fine again after it
+    assert torch.equal(grad, 2 * grading.cotangent((2,), torch.float32))
