@@ -34,6 +34,7 @@ import os
 import sys
 import time
 import traceback
+from collections import OrderedDict
 
 import torch
 import zmq
@@ -45,6 +46,7 @@ from course_utils.grading import GradingFailure, agent, wire
 __all__ = ["KernelLink", "KernelLost", "StudentFunction", "CellRunner", "describe", "main"]
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024   # a larger message from the kernel disconnects it
+MAX_CALLBACK_GRAPHS = 512                 # call-back graphs kept for their backward
 MAX_PRINTED = 4000                        # characters of a student's printing kept per cell
 CELL = "<test cell>"
 
@@ -78,6 +80,8 @@ class KernelLink:
         self._serving: str | None = None      # msg_id of the running serve(), if any
         self._depth = 0                       # calls in progress (call-backs nest them)
         self._next_callback = 0
+        # graph id -> (leaves, outputs) of call-backs run with gradients, for their backward
+        self.callback_graphs: OrderedDict = OrderedDict()
         self._last_beat = time.monotonic()
 
     # -- the conversation
@@ -125,6 +129,9 @@ class KernelLink:
             reply = self._receive()
             if reply.get("type") == "callback":
                 self._send(self._run_callback(reply))
+                continue
+            if reply.get("type") == "callback_backward":
+                self._send(self._callback_backward(reply))
                 continue
             return reply
 
@@ -285,22 +292,60 @@ class KernelLink:
         raise TypeError(f"a test cannot send a {type(obj).__name__} to the student's kernel")
 
     def _run_callback(self, message: dict) -> dict:
+        """Run a function of the test for the student's code. With "grad", its floating-point
+        inputs are leaves and its graph is kept, so that `_callback_backward` can answer for
+        the gradients through it."""
         callback_id = message.get("id")
         function = self.callbacks.get(callback_id)
         if function is None:
             return {"op": "raise", "message": "no such function"}
+        grad = message.get("grad") is True
         try:
-            tensors = [wire.decode_tensor(r) for r in message.get("tensors", [])]
+            tensors = [wire.decode_tensor(r, leaf=grad) for r in message.get("tensors", [])]
             args = wire.decode(message.get("args", []), tensors)
             kwargs = wire.decode(message.get("kwargs", {"dict": []}), tensors)
-            result = function(*args, **kwargs)
+            with torch.set_grad_enabled(grad):
+                result = function(*args, **kwargs)
         except KernelLost:
             raise
         except BaseException as err:  # noqa: BLE001 - reported, then re-raised by `call`
             self.callback_errors[callback_id] = err
             return {"op": "raise", "message": f"{type(err).__name__}: {err}"[:2000]}
         encoded: list = []
-        return {"op": "return", "value": wire.encode(result, encoded, fallback=self._fallback),
+        outputs: list = []
+        reply = {"op": "return", "tensors": encoded,
+                 "value": wire.encode(result, encoded, originals=outputs,
+                                      fallback=self._fallback)}
+        leaves = [t for t in tensors if t.requires_grad]
+        if grad and leaves:
+            self._next_callback += 1
+            reply["graph"] = self._next_callback
+            self.callback_graphs[self._next_callback] = (leaves, outputs)
+            while len(self.callback_graphs) > MAX_CALLBACK_GRAPHS:
+                self.callback_graphs.popitem(last=False)
+        return reply
+
+    def _callback_backward(self, message: dict) -> dict:
+        """The gradients of a call-back's outputs (weighted by the kernel's grads) with
+        respect to its floating-point inputs; the kernel's autograd asks for them."""
+        graph = self.callback_graphs.get(message.get("graph"))
+        if graph is None:
+            return {"op": "raise", "message": "no such call"}
+        leaves, outputs = graph
+        try:
+            tensors = [wire.decode_tensor(r) for r in message.get("tensors", [])]
+            grads = wire.decode(message.get("grads", []), tensors)
+            connected = [t for t in outputs if isinstance(t, torch.Tensor) and t.requires_grad]
+            if not isinstance(grads, list) or len(grads) != len(connected):
+                raise ValueError("one gradient per connected output expected")
+            pairs = [(o, g) for o, g in zip(connected, grads, strict=True) if g is not None]
+            found = torch.autograd.grad([o for o, _ in pairs], leaves,
+                                        [g.to(o.dtype) for o, g in pairs], allow_unused=True,
+                                        retain_graph=True) if pairs else [None] * len(leaves)
+        except (wire.WireError, ValueError, TypeError, RuntimeError) as err:
+            return {"op": "raise", "message": f"{type(err).__name__}: {err}"[:2000]}
+        encoded: list = []
+        return {"op": "return", "value": wire.encode(list(found), encoded),
                 "tensors": encoded}
 
 

@@ -259,11 +259,6 @@ def gradients(fn, *args, **kwargs):
 
     Fails with a GradingFailure if the result is not connected to the inputs (.detach(),
     torch.no_grad(), .item() or NumPy on the way)."""
-    if _SUBSTITUTING:
-        # when graded, a substituted function runs in the checker and hands the kernel values,
-        # not a graph: the gradient through it would silently be 0 there (but not at home)
-        raise RuntimeError("grading.gradients (and check_function) cannot be used inside "
-                           "grading.substitute: check the gradients outside that block")
     leaves: list[torch.Tensor] = []
 
     def prepare(obj, depth=0):
@@ -417,21 +412,37 @@ def forbidden(*names: str, reason: str, missing_ok: bool = False) -> Iterator[No
                 raise
             message = f"your code called {dotted}, which this exercise forbids: {reason}"
             if isinstance(original, types.FunctionType) and not original.__closure__:
-                code = original.__code__
-                original.__code__ = _raising_code(message)
-                undo.append(functools.partial(setattr, original, "__code__", code))
-                continue
+                swap = (original, "__code__", original.__code__, _raising_code(message))
+            else:
+                def blocked(*args, _message=message, **kwargs):
+                    raise GradingFailure(_message)
 
-            def blocked(*args, _message=message, **kwargs):
-                raise GradingFailure(_message)
-
-            functools.update_wrapper(blocked, original, assigned=("__name__", "__doc__"))
-            setattr(owner, attr, blocked)
-            undo.append(functools.partial(setattr, owner, attr, original))
+                functools.update_wrapper(blocked, original, assigned=("__name__", "__doc__"))
+                swap = (owner, attr, original, blocked)
+            setattr(swap[0], swap[1], swap[3])
+            undo.append(swap)
+            _BLOCKED.append(swap)
         yield
     finally:
-        for restore in reversed(undo):
-            restore()
+        for swap in reversed(undo):
+            setattr(swap[0], swap[1], swap[2])
+            _BLOCKED.remove(swap)
+
+
+_BLOCKED: list = []   # (owner, attribute, original, blocked) of the open `forbidden` blocks
+
+
+@contextlib.contextmanager
+def _lifted() -> Iterator[None]:
+    """Undo the open `forbidden` blocks while the block runs (for the test's own functions)."""
+    swaps = list(_BLOCKED)
+    for owner, attr, original, _ in reversed(swaps):
+        setattr(owner, attr, original)
+    try:
+        yield
+    finally:
+        for owner, attr, _, blocked in swaps:
+            setattr(owner, attr, blocked)
 
 
 def _public_functions(module_name: str) -> list[str]:
@@ -478,18 +489,27 @@ def substituted(namespace: dict, functions: dict) -> Iterator[None]:
 def substitute(**functions) -> Iterator[None]:
     """Let the student's functions call these (correct) functions instead of the student's
     own of the same name while the block runs: a test of attention_decoder_step then judges
-    that function alone, not the additive_attention it calls."""
-    with _pushed(_SUBSTITUTING, functions):
-        if _REMOTE is not None:   # the checker sends them along with each call
-            with _pushed(_REMOTE.substitutes, functions):
-                yield
-            return
-        main = sys.modules.get("__main__")
-        with substituted(vars(main) if main is not None else {}, functions):
+    that function alone, not the additive_attention it calls. Gradients flow through them
+    (when graded, the checker answers for the gradients of the functions it runs)."""
+    if _REMOTE is not None:   # the checker sends them along with each call
+        with _pushed(_REMOTE.substitutes, functions):
             yield
+        return
+    main = sys.modules.get("__main__")
+    # a substituted function is the test's, not the student's: what the test forbids the
+    # student does not bind it (as when graded, where it runs in the checker)
+    with substituted(vars(main) if main is not None else {},
+                     {name: _unrestricted(f) for name, f in functions.items()}):
+        yield
 
 
-_SUBSTITUTING: list = []   # the blocks of `substitute` now open
+def _unrestricted(function):
+    @functools.wraps(function)
+    def run(*args, **kwargs):
+        with _lifted():
+            return function(*args, **kwargs)
+
+    return run
 
 
 def _show_briefly(shell, etype, value, tb, tb_offset=None):

@@ -277,14 +277,63 @@ class _Builder:
 def _callback(callback_id: int):
     def call_the_test(*args, **kwargs):
         tensors: list = []
+        originals: list = []
         message = {"type": "callback", "id": callback_id,
-                   "args": wire.encode(list(args), tensors),
-                   "kwargs": wire.encode(dict(kwargs), tensors), "tensors": tensors}
+                   "args": wire.encode(list(args), tensors, originals=originals),
+                   "kwargs": wire.encode(dict(kwargs), tensors, originals=originals),
+                   "tensors": tensors}
+        inputs = [t for t in originals if t is not None and t.requires_grad
+                  and t.dtype.is_floating_point]
+        if torch.is_grad_enabled() and inputs:
+            # the test's function computes in the grader; gradients through it come back
+            # from there too, so that the student's code around it still trains
+            message["grad"] = True
+            found: dict = {}
+            connected = _TestFunction.apply(message, found, *inputs)
+            values = list(found["values"])
+            for i, t in zip(found["flagged"], connected, strict=True):
+                values[i] = t
+            return wire.decode(found["value"], values)
         reply = _exchange(message)
-        if reply.get("op") == "return":
-            values = [wire.decode_tensor(t) for t in reply.get("tensors", [])]
-            return wire.decode(reply.get("value"), values)
-        raise CallbackFailed(str(reply.get("message", "the test's function failed"))[:2000])
+        values = _returned(reply)
+        return wire.decode(reply.get("value"), values)
 
     call_the_test.__name__ = f"test_function_{callback_id}"
     return call_the_test
+
+
+def _returned(reply: dict) -> list:
+    if reply.get("op") != "return":
+        raise CallbackFailed(str(reply.get("message", "the test's function failed"))[:2000])
+    return [wire.decode_tensor(t) for t in reply.get("tensors", [])]
+
+
+class _TestFunction(torch.autograd.Function):
+    """A call-back into the grader as one autograd node: forward sends the inputs, backward
+    asks the grader for the gradients of its function at those inputs."""
+
+    @staticmethod
+    def forward(ctx, message, found, *inputs):
+        reply = _exchange(message)
+        values = _returned(reply)
+        records = reply.get("tensors", [])
+        flagged = [i for i, (r, t) in enumerate(zip(records, values, strict=True))
+                   if r.get("grad") is True and t.dtype.is_floating_point]
+        found.update(value=reply.get("value"), values=values, flagged=flagged)
+        ctx.graph = reply.get("graph")
+        ctx.shapes = [(t.shape, t.dtype) for t in inputs]
+        return tuple(values[i] for i in flagged)
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        encoded: list = []
+        reply = _exchange({"type": "callback_backward", "graph": ctx.graph,
+                           "grads": wire.encode(list(grad_outputs), encoded),
+                           "tensors": encoded})
+        grads = wire.decode(reply.get("value"), _returned(reply))
+        if not isinstance(grads, list) or len(grads) != len(ctx.shapes) or not all(
+                g is None or isinstance(g, torch.Tensor) and g.shape == shape
+                for g, (shape, _) in zip(grads, ctx.shapes, strict=True)):
+            raise CallbackFailed("the grader's gradients do not match the call")
+        return (None, None, *(None if g is None else g.to(dtype)
+                              for g, (_, dtype) in zip(grads, ctx.shapes, strict=True)))

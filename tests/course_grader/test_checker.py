@@ -66,6 +66,12 @@ def gru_step(gru, x, h):
 def uses_helper(x):
     return helper(x) * 2
 
+def apply_twice(f, x):
+    return f(f(x)) * 3
+
+def apply_constant(f, x):
+    return f(x) + x
+
 def helper(x):
     return x + 100
 
@@ -271,6 +277,24 @@ def test_substitute_replaces_the_callee_in_the_students_kernel(runner):
         "    grading.check_tensor(uses_helper(x), torch.full((2,), 4.0), what='substituted')\n"
         "grading.check_tensor(uses_helper(x), torch.full((2,), 202.0), what='own helper')\n"))
     assert verdict["passed"], verdict
+
+
+def test_gradients_flow_through_substituted_functions_and_call_backs(runner):
+    # the substitute and the call-backs compute here, in the grader, and still carry gradients
+    verdict = run(runner, (
+        "x = torch.tensor([1.5, -2.0], dtype=torch.float64)\n"
+        "with grading.substitute(helper=lambda x: x * x):\n"
+        "    grading.check_function(uses_helper, (x,), lambda x: 2 * x * x, what='helper')\n"
+        "grading.check_function(apply_twice, (lambda v: v * v, x), lambda f, x: 3 * x ** 4,\n"
+        "                       what='apply_twice')\n"
+        "grading.check_function(apply_constant, (lambda v: torch.ones(2), x),\n"
+        "                       lambda f, x: 1 + x, what='a call-back not connected')\n"))
+    assert verdict["passed"], verdict
+    verdict = run(runner, (
+        "x = torch.tensor([1.5, -2.0], dtype=torch.float64)\n"
+        "grading.check_function(apply_twice, (lambda v: v * v, x), lambda f, x: 3 * x ** 2,\n"
+        "                       what='apply_twice')\n"))
+    assert not verdict["passed"] and "apply_twice" in verdict["message"]
 
 
 def test_forbidden_names_are_blocked_in_the_kernel_during_the_call(runner):

@@ -606,9 +606,38 @@ def test_rtol_for_accepts_a_logsumexp_softmax_and_still_catches_a_wrong_one(scal
         check_tensor(wrong, exact, what="softmax", rtol=grading.rtol_for(scale))
 
 
-def test_gradients_refuse_inside_substitute_where_grading_would_lose_them():
-    # graded, a substituted function answers from the checker with values, not a graph
-    with grading.substitute(helper=lambda x: x), pytest.raises(RuntimeError, match="outside"):
-        grading.gradients(lambda x: x * 2, torch.ones(2))
-    _, (grad,) = grading.gradients(lambda x: x * 2, torch.ones(2))   # fine again after it
-    assert torch.equal(grad, 2 * grading.cotangent((2,), torch.float32))
+def test_a_substituted_function_is_not_bound_by_what_the_test_forbids():
+    import __main__
+
+    __main__.helper_softmax = lambda x: x
+    __main__.calls_helper = eval("lambda x: helper_softmax(x) * 2", vars(__main__))
+    __main__.calls_softmax = eval("lambda x: __import__('torch').softmax(x, -1)", vars(__main__))
+    try:
+        x = torch.tensor([0.0, 1.0])
+        expected = 2 * torch.softmax(x, -1)
+        with grading.forbidden("torch.softmax", reason="write it yourself"), \
+                grading.substitute(helper_softmax=lambda x: torch.softmax(x, -1)):
+            assert torch.allclose(__main__.calls_helper(x), expected)
+            with pytest.raises(GradingFailure, match="forbids"):   # the student's own call
+                __main__.calls_softmax(x)
+            with pytest.raises(GradingFailure, match="forbids"):   # blocked again after
+                torch.softmax(x, -1)
+        assert torch.equal(torch.softmax(x, -1), torch.tensor([0.0, 1.0]).softmax(-1))
+    finally:
+        del __main__.helper_softmax, __main__.calls_helper, __main__.calls_softmax
+
+
+def test_gradients_flow_through_a_substituted_function():
+    import __main__
+
+    __main__.helper_squared = lambda x: x + 100
+    __main__.uses_helper_squared = eval("lambda x: helper_squared(x) * 2", vars(__main__))
+    try:
+        x = torch.tensor([1.0, -2.0], dtype=torch.float64)
+        with grading.substitute(helper_squared=lambda x: x * x):
+            grading.check_function(__main__.uses_helper_squared, (x,), lambda x: 2 * x * x,
+                                   what="uses_helper_squared")
+        _, (grad,) = grading.gradients(__main__.uses_helper_squared, x)   # its own helper
+        assert torch.equal(grad, 2 * grading.cotangent((2,), torch.float64))
+    finally:
+        del __main__.helper_squared, __main__.uses_helper_squared
