@@ -41,6 +41,7 @@ __all__ = [
     "SCORE_FUNCTIONS",
     "Attention",
     "AttentionDecoder",
+    "additive_attention",
     "alignment_hit_rate",
     "context_gru_step",
 ]
@@ -88,6 +89,26 @@ def context_gru_step(y: torch.Tensor, c: torch.Tensor, s: torch.Tensor, w_y: tor
     z = torch.sigmoid(y_z + s @ w_sz.T + c_z)  # (B, d_h)
     s_tilde = torch.tanh(y_s + (s * r) @ w_ss.T + c_s)  # (B, d_h)
     return z * s + (1 - z) * s_tilde  # (B, d_h)
+
+
+def additive_attention(s: torch.Tensor, h: torch.Tensor, mask: torch.Tensor, w_q: torch.Tensor,
+                       w_k: torch.Tensor, w_a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bahdanau's attention in one call, the weights given (`Attention("additive")` learns them):
+
+        e_j = w_a . tanh(W_q s + W_k h_j),  alpha = masked_softmax(e, mask),  c = sum_j alpha_j h_j
+
+    s (B, d_h), h (B, S, d_enc), mask (B, S) bool (True = a real source token),
+    w_q (d_a, d_h), w_k (d_a, d_enc), w_a (d_a,) -> (context (B, d_enc), alpha (B, S)).
+    """
+    require_float_tensor(s, "s (decoder state)", "(B, d_h)", ndim=2)
+    require_float_tensor(h, "h (encoder states)", "(B, S, d_enc)", ndim=3)
+    if h.shape[0] != s.shape[0]:
+        raise ValueError(f"s (B, d_h) and h (B, S, d_enc) must have the same B; got s "
+                         f"{shape_str(s.shape)}, h {shape_str(h.shape)}")
+    require_mask(mask, "mask", h.shape[:2], meaning="True = a real source token")
+    e = attention.additive_scores(s.unsqueeze(1), h, w_q, w_k, w_a)  # (B, 1, S)
+    alpha = attention.masked_softmax(e, mask.unsqueeze(1))  # (B, 1, S)
+    return (alpha @ h).squeeze(1), alpha.squeeze(1)  # (B, 1, S) @ (B, S, d_enc) -> (B, d_enc)
 
 
 class Attention(nn.Module):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import inspect
 import sys
 import types
 from collections.abc import Iterator
@@ -210,6 +211,17 @@ def _name(fn) -> str:
     return getattr(fn, "__name__", type(fn).__name__)
 
 
+def _parameter_names(fn) -> list[str]:
+    """The names of fn's parameters: a stand-in for a student's function knows them."""
+    names = getattr(fn, "params", None)
+    if isinstance(names, list):
+        return [str(n) for n in names]
+    try:
+        return list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
 def _named_tensors(args, kwargs) -> list[tuple[str, torch.Tensor]]:
     found = []
 
@@ -338,11 +350,13 @@ def check_function(fn, args: tuple, expected, *, what: str, hint: str = "", outp
     picked.__name__ = _name(fn)
     _, got = gradients(picked, *args)
     _, wanted = gradients(expected, *args)
+    params = _parameter_names(fn)
     for i, (g, w) in enumerate(zip(got, wanted, strict=True)):
         pairs = (g.items() if isinstance(w, dict) else [("", g)]) if w is not None else []
         for name, value in pairs:
             w_value = w[name] if isinstance(w, dict) else w
-            label = f"argument #{i + 1}" + (f" (parameter {name})" if name else "")
+            label = (f"{params[i]}" if i < len(params) else f"argument #{i + 1}") + \
+                (f" (parameter {name})" if name else "")
             check_tensor(value, w_value, atol=atol, rtol=rtol,
                          what=f"the gradient of {what} with respect to {label}",
                          hint=grad_hint or "the values are right but the gradient is not: "
@@ -496,11 +510,32 @@ def substitute(**functions) -> Iterator[None]:
             yield
         return
     main = sys.modules.get("__main__")
+    namespace = vars(main) if main is not None else {}
     # a substituted function is the test's, not the student's: what the test forbids the
     # student does not bind it (as when graded, where it runs in the checker)
-    with substituted(vars(main) if main is not None else {},
-                     {name: _unrestricted(f) for name, f in functions.items()}):
+    with substituted(namespace, {name: called_like(namespace.get(name), _unrestricted(f))
+                                 for name, f in functions.items()}):
         yield
+
+
+def called_like(own, function):
+    """`function`, called the way the student's `own` function of the same name is: the
+    arguments of a call are bound to own's parameters and handed on by position, so that a
+    call by keyword with the student's own parameter names reaches the right ones."""
+    try:
+        signature = inspect.signature(own)
+    except (TypeError, ValueError):
+        return function
+
+    @functools.wraps(function)
+    def adapted(*args, **kwargs):
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:
+            return function(*args, **kwargs)
+        return function(*bound.args, **bound.kwargs)
+
+    return adapted
 
 
 def _unrestricted(function):

@@ -133,7 +133,8 @@ def _call(request: dict) -> dict:
     before = [t.detach().clone() for t in tensors]
     out, err = io.StringIO(), io.StringIO()
     forbidden = [n for n in request.get("forbidden", []) if isinstance(n, str)]
-    substitutes = {k: build("callback", v.get("callback"))
+    home = getattr(fn, "__globals__", namespace)
+    substitutes = {k: grading.called_like(home.get(k), build("callback", v.get("callback")))
                    for k, v in request.get("substitutes", {}).items()
                    if isinstance(k, str) and isinstance(v, dict)}
     with contextlib.ExitStack() as stack:
@@ -144,8 +145,7 @@ def _call(request: dict) -> dict:
         if forbidden:
             stack.enter_context(grading.forbidden(
                 *forbidden, reason=str(request.get("reason", ""))[:500], missing_ok=True))
-        stack.enter_context(grading.substituted(getattr(fn, "__globals__", namespace),
-                                                substitutes))
+        stack.enter_context(grading.substituted(home, substitutes))
         stack.enter_context(torch.set_grad_enabled(grad))
         try:
             result = fn(*args, **kwargs)

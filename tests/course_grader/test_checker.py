@@ -66,6 +66,12 @@ def gru_step(gru, x, h):
 def uses_helper(x):
     return helper(x) * 2
 
+def scaled(x, weight):
+    return x * weight
+
+def uses_scaled_by_keyword(x):
+    return scaled(x, weight=3.0)
+
 def apply_twice(f, x):
     return f(f(x)) * 3
 
@@ -210,7 +216,7 @@ CONTRACT = ("x = torch.randn(2, 3, 5, dtype=torch.float64)\n"
     ("in_place", "", "changed its argument x in place"),
     ("float32_softmax", "", "returned dtype torch.float32; expected torch.float64"),
     ("detached_softmax", "", "not connected to its inputs"),
-    ("numpy_softmax", "", "the gradient of softmax(x) with respect to argument #1 is wrong"),
+    ("numpy_softmax", "", "the gradient of softmax(x) with respect to x is wrong"),
 ])
 def test_check_function_judges_values_dtype_inputs_and_gradients(runner, fn, extra, says):
     verdict = run(runner, CONTRACT.format(fn=fn, extra=extra))
@@ -295,6 +301,15 @@ def test_gradients_flow_through_substituted_functions_and_call_backs(runner):
         "grading.check_function(apply_twice, (lambda v: v * v, x), lambda f, x: 3 * x ** 2,\n"
         "                       what='apply_twice')\n"))
     assert not verdict["passed"] and "apply_twice" in verdict["message"]
+
+
+def test_a_substitute_is_called_the_way_the_students_own_function_is(runner):
+    # the student's code calls scaled(x, weight=3.0); the test's substitute names it w
+    verdict = run(runner, (
+        "x = torch.ones(2)\n"
+        "with grading.substitute(scaled=lambda v, w: v * w + 1):\n"
+        "    grading.check_tensor(uses_scaled_by_keyword(x), torch.full((2,), 4.0), what='kw')\n"))
+    assert verdict["passed"], verdict
 
 
 def test_forbidden_names_are_blocked_in_the_kernel_during_the_call(runner):

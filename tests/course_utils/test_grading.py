@@ -559,8 +559,8 @@ def _straight_through(x, dim=-1):
     (lambda x, dim=-1: torch.exp(x) / torch.exp(x).sum(), "is wrong at index"),
     (_in_place, "changed its argument #1 in place"),
     (_no_grad, "not connected to its inputs"),
-    (_numpy, "the gradient of softmax\\(x\\) with respect to argument #1 is wrong"),
-    (_straight_through, "the gradient of softmax\\(x\\) with respect to argument #1 is wrong"),
+    (_numpy, "the gradient of softmax\\(x\\) with respect to x is wrong"),
+    (_straight_through, "the gradient of softmax\\(x\\) with respect to x is wrong"),
 ])
 def test_check_function_accepts_correct_methods_and_names_each_mistake(fn, message):
     x = torch.randn(2, 3, 5, dtype=torch.float64) * 3
@@ -589,7 +589,7 @@ def test_check_function_follows_gradients_into_module_parameters_and_picks_an_ou
         return torch.tanh(layer(x))
 
     grading.check_function(good, (layer, x), expected, what="f(layer, x)", output=1)
-    with pytest.raises(GradingFailure, match=r"with respect to argument #1 \(parameter bias\)"):
+    with pytest.raises(GradingFailure, match=r"with respect to layer \(parameter bias\)"):
         grading.check_function(frozen_bias, (layer, x), expected, what="f(layer, x)", output=1)
     with pytest.raises(GradingFailure, match="should return a tuple of at least 3 values"):
         grading.check_function(good, (layer, x), expected, what="f(layer, x)", output=2)
@@ -625,6 +625,19 @@ def test_a_substituted_function_is_not_bound_by_what_the_test_forbids():
         assert torch.equal(torch.softmax(x, -1), torch.tensor([0.0, 1.0]).softmax(-1))
     finally:
         del __main__.helper_softmax, __main__.calls_helper, __main__.calls_softmax
+
+
+def test_a_substitute_is_called_the_way_the_students_own_function_is():
+    import __main__
+
+    __main__.scaled = eval("lambda x, weight: x * weight", {})
+    __main__.uses_scaled = eval("lambda x: scaled(x, weight=3.0)", vars(__main__))
+    try:
+        with grading.substitute(scaled=lambda v, w: v * w + 1):
+            assert torch.equal(__main__.uses_scaled(torch.ones(2)), torch.full((2,), 4.0))
+        assert torch.equal(__main__.uses_scaled(torch.ones(2)), torch.full((2,), 3.0))
+    finally:
+        del __main__.scaled, __main__.uses_scaled
 
 
 def test_gradients_flow_through_a_substituted_function():

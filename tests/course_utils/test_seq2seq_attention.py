@@ -14,6 +14,7 @@ from course_utils.attention_decoder import (
     SCORE_FUNCTIONS,
     Attention,
     AttentionDecoder,
+    additive_attention,
     alignment_hit_rate,
     context_gru_step,
 )
@@ -140,6 +141,26 @@ def test_decoder_step_is_attention_then_context_gru_step_then_output_layer():
     torch.testing.assert_close(alpha, want_alpha, atol=1e-12, rtol=0)
     torch.testing.assert_close(s_new, want_s, atol=1e-10, rtol=0)
     torch.testing.assert_close(logits, dec.out(want_s), atol=1e-10, rtol=0)
+
+
+def test_additive_attention_is_the_attention_module_with_its_weights_given():
+    model = model_for("additive")
+    src, lengths = padded_source()
+    enc = model.encoder(src, lengths)
+    att = model.decoder.attention
+    s = torch.randn(enc.states.shape[0], att.d_h, dtype=enc.states.dtype)
+    want_c, want_alpha = att(s, enc.states, enc.mask)
+    c, alpha = additive_attention(s, enc.states, enc.mask, att.w_q, att.w_k, att.w_a)
+    torch.testing.assert_close(alpha, want_alpha, atol=1e-12, rtol=0)
+    torch.testing.assert_close(c, want_c, atol=1e-12, rtol=0)
+    e = torch.tanh((s @ att.w_q.T)[:, None, :] + enc.states @ att.w_k.T) @ att.w_a  # (B, S)
+    torch.testing.assert_close(alpha, torch.softmax(e.masked_fill(~enc.mask, -torch.inf), 1))
+    with pytest.raises(ValueError, match=r"mask must have dtype torch.bool"):
+        additive_attention(s, enc.states, enc.mask.long(), att.w_q, att.w_k, att.w_a)
+    with pytest.raises(ValueError, match=r"\(B, d_h\)"):
+        additive_attention(s[0], enc.states, enc.mask, att.w_q, att.w_k, att.w_a)
+    with pytest.raises(ValueError, match=r"same B"):
+        additive_attention(s[:1], enc.states, enc.mask, att.w_q, att.w_k, att.w_a)
 
 
 # ----------------------------------------------------------------------------- masks, padding
