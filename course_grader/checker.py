@@ -77,6 +77,8 @@ class KernelLink:
         self.deadline = float("inf")
         self.callbacks: dict[int, object] = {}
         self.callback_errors: dict[int, BaseException] = {}
+        self.callback_labels: dict[int, str] = {}
+        self.sent = wire.TensorCache()   # large tensors the kernel's agent keeps (weights)
         self._serving: str | None = None      # msg_id of the running serve(), if any
         self._depth = 0                       # calls in progress (call-backs nest them)
         self._next_callback = 0
@@ -181,45 +183,62 @@ class KernelLink:
         return found
 
     def call(self, fn: StudentFunction, args: tuple, kwargs: dict):
-        encoded: list = []
-        originals: list = []
-        labels: list[str] = []
         if self._depth == 0:
             self.callbacks.clear()
             self.callback_errors.clear()
-        fallback = self._fallback
-
-        def enc(label, value):
-            start = len(originals)
-            data = wire.encode(value, encoded, originals=originals, fallback=fallback)
-            labels.extend([label] * (len(originals) - start))
-            return data
-
+            self.callback_labels.clear()
         params = fn.params
-        args_data = [enc(params[i] if i < len(params) else f"#{i + 1}", a)
-                     for i, a in enumerate(args)]
-        kwargs_data = {"dict": [[k, enc(k, v)] for k, v in kwargs.items()]}
-        grad = torch.is_grad_enabled() and any(
-            isinstance(t, torch.Tensor) and t.requires_grad and t.dtype.is_floating_point
-            for t in originals)
-        names, reason = grading._REMOTE.forbidden_names() if grading._REMOTE else ([], "")
-        substitutes = {}
-        for name, function in (grading._REMOTE.substitute_map() if grading._REMOTE
-                               else {}).items():
-            substitutes[name] = self._register(function)
         call = describe_call(fn.name, params, args, kwargs)
-        self._depth += 1
-        try:
-            reply = self.request({"op": "call", "fn": fn.name, "args": args_data,
-                                  "kwargs": kwargs_data, "tensors": encoded, "grad": grad,
-                                  "forbidden": names, "reason": reason,
-                                  "substitutes": substitutes})
-        finally:
-            self._depth -= 1
+        for attempt in range(2):
+            encoded: list = []
+            originals: list = []
+            labels: list[str] = []
+
+            def fallback(obj, tensors, found):
+                return self._fallback(obj, tensors, found, cache=self.sent)
+
+            def enc(label, value, encoded=encoded, originals=originals, labels=labels,
+                    fallback=fallback):
+                start = len(originals)
+                data = wire.encode(value, encoded, originals=originals, fallback=fallback,
+                                   cache=self.sent)
+                labels.extend([label] * (len(originals) - start))
+                return data
+
+            args_data = [enc(params[i] if i < len(params) else f"#{i + 1}", a)
+                         for i, a in enumerate(args)]
+            kwargs_data = {"dict": [[k, enc(k, v)] for k, v in kwargs.items()]}
+            grad = torch.is_grad_enabled() and any(
+                isinstance(t, torch.Tensor) and t.requires_grad and t.dtype.is_floating_point
+                for t in originals)
+            names, reason = grading._REMOTE.forbidden_names() if grading._REMOTE else ([], "")
+            substitutes = {}
+            for name, function in (grading._REMOTE.substitute_map() if grading._REMOTE
+                                   else {}).items():
+                substitutes[name] = self._register(function,
+                                                   f"{name} (the test's correct one)")
+            self._depth += 1
+            try:
+                reply = self.request({"op": "call", "fn": fn.name, "args": args_data,
+                                      "kwargs": kwargs_data, "tensors": encoded, "grad": grad,
+                                      "forbidden": names, "reason": reason,
+                                      "substitutes": substitutes})
+            finally:
+                self._depth -= 1
+            if reply.get("error") != "CacheMiss" or attempt:
+                break
+            self.sent.clear()   # the kernel lost track of what it holds: send everything
         _print_student_output(fn.name, reply)
         if reply.get("type") == "error":
             if reply.get("error") == "CallbackFailed" and self.callback_errors:
-                raise next(iter(self.callback_errors.values()))
+                callback_id, err = next(iter(self.callback_errors.items()))
+                if isinstance(err, GradingFailure | KernelLost | CellTimeout):
+                    raise err
+                # the test's function rejected what the student's code handed it
+                raise StudentCodeError(
+                    f"{call} called {self.callback_labels.get(callback_id, 'the test')}, which "
+                    f"raised {type(err).__name__}: {str(err)[:1000]}. Check the arguments "
+                    f"your code passes to it (their order and shapes).") from None
             raise StudentCodeError(_raised(call, reply))
         if reply.get("type") != "result":
             raise KernelLost("the kernel answered a call with something else")
@@ -276,17 +295,18 @@ class KernelLink:
         return found
 
     # -- what the kernel can only get by name or by calling back
-    def _register(self, function) -> dict:
+    def _register(self, function, label: str = "") -> dict:
         self._next_callback += 1
         callback_id = self._next_callback
         self.callbacks[callback_id] = function
+        self.callback_labels[callback_id] = label or "a function the test gave it"
         return {"callback": callback_id}
 
-    def _fallback(self, obj, tensors, originals):
+    def _fallback(self, obj, tensors, originals, cache=None):
         if isinstance(obj, StudentFunction):
             return {"kernel_fn": obj.name}
         if isinstance(obj, torch.nn.Module):
-            return {"module": _module_spec(obj, tensors, originals)}
+            return {"module": _module_spec(obj, tensors, originals, cache)}
         if callable(obj):
             return self._register(obj)
         raise TypeError(f"a test cannot send a {type(obj).__name__} to the student's kernel")
@@ -442,19 +462,20 @@ _INIT = {
 assert set(_INIT) | {"Sequential", "ModuleList"} == agent.MODULES
 
 
-def _module_spec(module: torch.nn.Module, tensors: list, originals: list) -> dict:
+def _module_spec(module: torch.nn.Module, tensors: list, originals: list,
+                 cache: wire.TensorCache | None = None) -> dict:
     kind = type(module).__name__
     if getattr(torch.nn, kind, None) is not type(module) or kind not in agent.MODULES:
         raise TypeError(f"a test can pass only these torch.nn modules to a student's function: "
                         f"{', '.join(sorted(agent.MODULES))}; not {kind}")
     spec = {"type": kind, "training": module.training}
     if kind in ("Sequential", "ModuleList"):
-        spec["children"] = [_module_spec(child, tensors, originals) for child in module]
+        spec["children"] = [_module_spec(child, tensors, originals, cache) for child in module]
         return spec
     spec["init"] = _INIT[kind](module)
     spec["params"] = {}
     for name, param in module.named_parameters(recurse=False):
-        tensors.append(wire.encode_tensor(param))
+        tensors.append(wire.encode_tensor(param, cache))
         originals.append(param)
         spec["params"][name] = len(tensors) - 1
     return spec

@@ -14,8 +14,10 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
                                                               -> attention, training
     seq2seq           unit 02: Seq2SeqConfig, config_for, encoder, decoder, initial_state,
                       greedy decoding, padded loss, exact match       -> data.translation
-    attention_decoder unit 03: Attention, AttentionDecoder, context_gru_step,
-                      alignment_hit_rate                              -> seq2seq, attention
+    attention_decoder unit 03: Attention, AttentionDecoder, additive_attention,
+                      context_gru_step, alignment_hit_rate            -> seq2seq, attention
+    multihead         unit 05: MultiHeadAttention (from_torch, to_torch), split_heads,
+                      merge_heads                                     -> attention
     translator        units 02-04: Seq2Seq (encoder + either decoder), train, evaluate
                                               -> seq2seq, attention_decoder, training
     viz               attention heatmaps and accuracy-by-length curves (plots only)
@@ -34,7 +36,8 @@ the package `course_grader`):
 Notation (README and lecture 00 have the table): B batch, N examples, S/T source/target
 length, T_q/T_k query/key length, V vocabulary size, d_emb embedding width, d_h RNN state
 width, d_enc encoder state width, d_a additive scorer width, d_k/d_v key and value widths,
-n_ctx unit 01's context window; shapes are written (B, S, d_enc).
+n_ctx unit 01's context window, d_model the Transformer's width, n_heads its heads;
+shapes are written (B, S, d_enc).
 """
 
 __version__ = "0.1.0"

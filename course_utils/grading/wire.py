@@ -13,15 +13,18 @@ Both ends use this module: the grader trusts nothing it decodes beyond its being
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import math
+import re
 import sys
+from collections import OrderedDict
 
 import numpy as np
 import torch
 
-__all__ = ["DTYPES", "Opaque", "WireError", "decode", "decode_tensor", "dumps", "encode",
-           "encode_tensor", "loads"]
+__all__ = ["DTYPES", "Opaque", "TensorCache", "WireError", "decode", "decode_tensor", "dumps",
+           "encode", "encode_tensor", "loads"]
 
 # The dtypes that may cross, by name; bfloat16 has no NumPy twin and travels as its bits.
 DTYPES = {
@@ -34,6 +37,8 @@ MAX_DIMS = 16
 MAX_ITEMS = 100_000      # entries of one list, tuple or dict
 MAX_DEPTH = 32           # nesting of lists, tuples and dicts
 MAX_STRING = 100_000     # characters of one string
+MIN_CACHED_BYTES = 4096  # smaller tensors always travel in full
+_KEY = re.compile(r"[0-9a-f]{32}")
 
 
 class WireError(ValueError):
@@ -50,8 +55,47 @@ class Opaque:
         return f"<a {self.type_name} (not plain data)>"
 
 
-def encode_tensor(t: torch.Tensor) -> dict:
-    """{"dtype", "shape", "data" (base64), "grad" (requires_grad)} for a strided CPU tensor."""
+class TensorCache:
+    """The large tensors that one side has sent and the other keeps, by a hash of their bytes,
+    so that weights sent with every call (a GRU's, at each decoder step) cross once. Both
+    sides apply the same least-recently-used rule to the same sequence of records, so the
+    sender knows what the receiver holds; a receiver that does not (a restarted kernel, a
+    student's meddling) answers with a miss, and the sender starts again from nothing."""
+
+    def __init__(self, budget: int = 64 * 1024 * 1024) -> None:
+        self.budget, self.used = budget, 0
+        self.entries: OrderedDict = OrderedDict()   # key -> (value, size in bytes)
+
+    def get(self, key: str):
+        entry = self.entries.get(key)
+        if entry is None:
+            return None
+        self.entries.move_to_end(key)
+        return entry[0]
+
+    def put(self, key: str, value, size: int) -> None:
+        if key in self.entries:
+            self.used -= self.entries.pop(key)[1]
+        self.entries[key] = (value, size)
+        self.used += size
+        while self.used > self.budget and len(self.entries) > 1:
+            _, (_, old) = self.entries.popitem(last=False)
+            self.used -= old
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.used = 0
+
+
+class CacheMiss(WireError):
+    """A record refers to a tensor the receiver does not hold."""
+
+
+def encode_tensor(t: torch.Tensor, cache: TensorCache | None = None) -> dict:
+    """{"dtype", "shape", "data" (base64), "grad" (requires_grad)} for a strided CPU tensor.
+    With a `cache` (the sender's), a large tensor the receiver already holds is sent as
+    {"dtype", "shape", "cached": key, "grad"}, and one it does not as the full record with
+    its "key"."""
     if t.layout != torch.strided or t.device.type != "cpu":
         raise WireError(f"a {t.layout} tensor on {t.device} (expected a dense CPU tensor)")
     if t.dtype not in _NAMES:
@@ -62,16 +106,43 @@ def encode_tensor(t: torch.Tensor) -> dict:
     if plain.dtype == torch.bfloat16:
         plain = plain.view(torch.int16)
     raw = plain.numpy().astype(plain.numpy().dtype.newbyteorder("<"), copy=False).tobytes()
-    return {"dtype": _NAMES[t.dtype], "shape": list(t.shape),
-            "data": base64.b64encode(raw).decode("ascii"), "grad": bool(t.requires_grad)}
+    record = {"dtype": _NAMES[t.dtype], "shape": list(t.shape), "grad": bool(t.requires_grad)}
+    if cache is not None and len(raw) >= MIN_CACHED_BYTES:
+        key = hashlib.blake2b(f"{record['dtype']}{record['shape']}".encode() + raw,
+                              digest_size=16).hexdigest()
+        if cache.get(key) is not None:
+            return {**record, "cached": key}
+        cache.put(key, True, len(raw))
+        record["key"] = key
+    record["data"] = base64.b64encode(raw).decode("ascii")
+    return record
 
 
-def decode_tensor(data, leaf: bool = False) -> torch.Tensor:
+_RECORDS = ({"dtype", "shape", "data", "grad"}, {"dtype", "shape", "data", "grad", "key"},
+            {"dtype", "shape", "cached", "grad"})
+
+
+def decode_tensor(data, leaf: bool = False, cache: TensorCache | None = None) -> torch.Tensor:
     """A new plain torch.Tensor from `encode_tensor`'s data, every field checked; with
     `leaf=True` it requires grad when the record says so (the grader never does that: what
-    connects a student's result to autograd is decided on the grader's side)."""
-    if not isinstance(data, dict) or set(data) != {"dtype", "shape", "data", "grad"}:
+    connects a student's result to autograd is decided on the grader's side). With a `cache`
+    (the receiver's), records that carry a key are kept and cached ones looked up there;
+    without one, only full records are accepted."""
+    if not isinstance(data, dict) or set(data) not in _RECORDS:
         raise WireError("a tensor record needs exactly dtype, shape, data and grad")
+    if ("key" in data or "cached" in data) and (
+            cache is None or not isinstance(data.get("key", data.get("cached")), str)
+            or not _KEY.fullmatch(data.get("key", data.get("cached")))):
+        raise WireError("a tensor record refers to a cache that is not there")
+    if "cached" in data:
+        held = cache.get(data["cached"])
+        if held is None or held.dtype != DTYPES.get(data["dtype"]) or \
+                list(held.shape) != data["shape"]:
+            raise CacheMiss("a tensor record refers to a tensor that is not held")
+        tensor = held.clone()
+        if leaf and data["grad"] is True and tensor.dtype.is_floating_point:
+            tensor.requires_grad_(True)
+        return tensor
     dtype = DTYPES.get(data["dtype"]) if isinstance(data["dtype"], str) else None
     shape = data["shape"]
     if dtype is None:
@@ -95,16 +166,20 @@ def decode_tensor(data, leaf: bool = False) -> torch.Tensor:
     tensor = torch.from_numpy(array).reshape(shape)
     if dtype == torch.bfloat16:
         tensor = tensor.view(torch.bfloat16)
+    if "key" in data:
+        cache.put(data["key"], tensor.clone(), len(raw))
     if leaf and data["grad"] is True and tensor.dtype.is_floating_point:
         tensor.requires_grad_(True)
     return tensor
 
 
-def encode(obj, tensors: list, depth: int = 0, originals: list | None = None, fallback=None):
+def encode(obj, tensors: list, depth: int = 0, originals: list | None = None, fallback=None,
+           cache: TensorCache | None = None):
     """JSON-ready data for `obj`; tensors go to `tensors` and are referred to by index (and,
     if `originals` is given, the tensor objects themselves go there in the same order).
     `fallback(obj, tensors, originals)` may encode what plain data cannot hold (the grader's
-    modules and call-backs); it returns None for what it does not know."""
+    modules and call-backs); it returns None for what it does not know. `cache`: see
+    `encode_tensor`."""
     if depth > MAX_DEPTH:
         return {"opaque": "structure nested too deeply"}
     if obj is None or isinstance(obj, bool | str) and type(obj) in (bool, str):
@@ -115,7 +190,7 @@ def encode(obj, tensors: list, depth: int = 0, originals: list | None = None, fa
         return obj if math.isfinite(obj) else {"float": repr(obj)}
     if isinstance(obj, torch.Tensor):
         try:
-            record = encode_tensor(obj)
+            record = encode_tensor(obj, cache)
         except WireError:
             return {"opaque": f"tensor ({obj.layout}, {obj.dtype})"}
         tensors.append(record)
@@ -139,12 +214,12 @@ def encode(obj, tensors: list, depth: int = 0, originals: list | None = None, fa
     if type(obj) in (list, tuple, torch.Size):
         if len(obj) > MAX_ITEMS:
             return {"opaque": f"{type(obj).__name__} of more than {MAX_ITEMS} items"}
-        items = [encode(x, tensors, depth + 1, originals, fallback) for x in obj]
+        items = [encode(x, tensors, depth + 1, originals, fallback, cache) for x in obj]
         return items if type(obj) is list else {"tuple": items}
     if type(obj) is dict:
         if len(obj) > MAX_ITEMS or not all(type(k) is str for k in obj):
             return {"opaque": "dict (keys must be strings)"}
-        return {"dict": [[k, encode(v, tensors, depth + 1, originals, fallback)]
+        return {"dict": [[k, encode(v, tensors, depth + 1, originals, fallback, cache)]
                          for k, v in obj.items()]}
     if fallback is not None:
         record = fallback(obj, tensors, originals)

@@ -66,6 +66,10 @@ def gru_step(gru, x, h):
 def uses_helper(x):
     return helper(x) * 2
 
+def forget_weights(layer, x):
+    __import__("course_utils.grading.agent", fromlist=["_RECEIVED"])._RECEIVED.clear()
+    return layer(x)
+
 def scaled(x, weight):
     return x * weight
 
@@ -309,6 +313,30 @@ def test_a_substitute_is_called_the_way_the_students_own_function_is(runner):
         "x = torch.ones(2)\n"
         "with grading.substitute(scaled=lambda v, w: v * w + 1):\n"
         "    grading.check_tensor(uses_scaled_by_keyword(x), torch.full((2,), 4.0), what='kw')\n"))
+    assert verdict["passed"], verdict
+
+
+def test_a_substitute_that_rejects_the_students_arguments_says_so(runner):
+    verdict = run(runner, (
+        "def strict(x):\n"
+        "    raise ValueError('x must have shape (3,)')\n"
+        "with grading.substitute(helper=strict):\n"
+        "    uses_helper(torch.ones(2))\n"))
+    assert not verdict["passed"]
+    assert ("called helper (the test's correct one), which raised ValueError: x must have "
+            "shape (3,)") in verdict["message"], verdict
+
+
+def test_weights_cross_once_and_a_kernel_that_forgot_them_gets_them_again(runner):
+    verdict = run(runner, (
+        "layer = nn.Linear(64, 32)\n"
+        "x = torch.randn(2, 64)\n"
+        "for _ in range(3):\n"
+        "    grading.check_tensor(layer_tanh(layer, x), torch.tanh(layer(x)), what='cached')\n"
+        "    grading.check_tensor(forget_weights(layer, x), layer(x), what='forgotten')\n"
+        "with torch.no_grad():\n"
+        "    layer.weight.mul_(2)\n"
+        "grading.check_tensor(layer_tanh(layer, x), torch.tanh(layer(x)), what='changed')\n"))
     assert verdict["passed"], verdict
 
 

@@ -108,3 +108,37 @@ def test_deeply_nested_data_is_refused_not_a_crash():
         nested = [nested]
     with pytest.raises(wire.WireError, match="nested too deeply"):
         wire.decode(nested, [])
+
+
+def test_large_tensors_cross_once_and_a_receiver_that_lost_them_says_so():
+    sent, held = wire.TensorCache(), wire.TensorCache()
+    weight = torch.randn(64, 32)                                     # 8 KiB: cached
+    small = torch.randn(3)                                           # always in full
+    first = [wire.encode_tensor(weight, sent), wire.encode_tensor(small, sent)]
+    assert "data" in first[0] and "key" in first[0] and "key" not in first[1]
+    assert all(torch.equal(wire.decode_tensor(r, cache=held), t)
+               for r, t in zip(first, (weight, small), strict=True))
+    again = wire.encode_tensor(weight, sent)
+    assert set(again) == {"dtype", "shape", "cached", "grad"}
+    got = wire.decode_tensor(again, cache=held)
+    assert torch.equal(got, weight)
+    got.add_(1)                                                      # a copy, not the held one
+    assert torch.equal(wire.decode_tensor(again, cache=held), weight)
+    changed = weight.clone()
+    changed[0, 0] += 1
+    assert "data" in wire.encode_tensor(changed, sent)               # other bytes, other key
+    with pytest.raises(wire.CacheMiss):
+        wire.decode_tensor(again, cache=wire.TensorCache())          # a receiver that forgot
+    with pytest.raises(wire.WireError, match="cache that is not there"):
+        wire.decode_tensor(again)                                    # no cache at all
+    with pytest.raises(wire.WireError, match="cache that is not there"):
+        wire.decode_tensor({**again, "cached": "../../etc"}, cache=held)
+
+
+def test_both_ends_of_a_tensor_cache_forget_the_same_tensors():
+    sent, held = wire.TensorCache(budget=3 * 4096), wire.TensorCache(budget=3 * 4096)
+    tensors = [torch.full((1024,), float(i)) for i in range(5)]     # 4 KiB each
+    for order in ([0, 1, 2], [0, 3], [1, 4, 0, 2, 3]):
+        for i in order:
+            wire.decode_tensor(wire.encode_tensor(tensors[i], sent), cache=held)
+        assert list(sent.entries) == list(held.entries) and held.used <= held.budget

@@ -9,7 +9,7 @@ import course_utils
 
 PACKAGE = Path(course_utils.__file__).parent
 TEACHING = ["_checks", "attention", "bow", "seq2seq", "attention_decoder", "translator",
-            "training", "progress", "viz", "widgets", "data.vocab", "data.corpus",
+            "multihead", "training", "progress", "viz", "widgets", "data.vocab", "data.corpus",
             "data.translation"]
 
 
