@@ -150,6 +150,7 @@ feedback: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python .ci/benchmark_notebooks.py
+	$(BIN)/python .ci/benchmark_attention.py
 
 # Autograding time per submission with and without the sandbox, and JOBS=2 against JOBS=1;
 # BENCH_ARGS="--unit 02_seq2seq_rnn --submissions 6" for another unit or size.
