@@ -18,6 +18,8 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
                       context_gru_step, alignment_hit_rate            -> seq2seq, attention
     multihead         unit 05: MultiHeadAttention (from_torch, to_torch), split_heads,
                       merge_heads                                     -> attention
+    positional        unit 05: index_encoding, LearnedPositions, sinusoidal_encoding,
+                      add_positions, concat_positions
     translator        units 02-04: Seq2Seq (encoder + either decoder), train, evaluate
                                               -> seq2seq, attention_decoder, training
     viz               attention heatmaps and accuracy-by-length curves (plots only)

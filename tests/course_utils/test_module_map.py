@@ -9,8 +9,8 @@ import course_utils
 
 PACKAGE = Path(course_utils.__file__).parent
 TEACHING = ["_checks", "attention", "bow", "seq2seq", "attention_decoder", "translator",
-            "multihead", "training", "progress", "viz", "widgets", "data.vocab", "data.corpus",
-            "data.translation"]
+            "multihead", "positional", "training", "progress", "viz", "widgets", "data.vocab",
+            "data.corpus", "data.translation"]
 
 
 def path_of(module: str) -> Path:
