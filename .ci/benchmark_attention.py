@@ -9,28 +9,15 @@ kernel). Medians of several runs, after a warm-up. Prints figures; asserts nothi
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import torch
 import torch.nn as nn
 
 from course_utils.multihead import MultiHeadAttention
+from course_utils.training import seconds_per_call
 
 B, T, D_MODEL, N_HEADS = 32, 128, 256, 8
 REPEATS = 15
 GOAL = 1.5
-
-
-def seconds_per_step(step, repeats: int = REPEATS) -> float:
-    for _ in range(3):
-        step()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -49,14 +36,14 @@ def main() -> None:
             out.sum().backward()
         return step
 
-    mine = seconds_per_step(step_ours)
+    mine = seconds_per_call(step_ours, repeats=REPEATS, warmup=3)
     print(f"MultiHeadAttention forward+backward, B={B} T={T} d_model={D_MODEL} "
           f"heads={N_HEADS}, {torch.get_num_threads()} threads")
     print(f"  course_utils.multihead              {mine * 1e3:8.1f} ms")
     for label, kwargs in (("default (weights averaged)", {}),
                           ("per-head weights", {"average_attn_weights": False}),
                           ("no weights (fused kernel)", {"need_weights": False})):
-        t = seconds_per_step(step_theirs(**kwargs))
+        t = seconds_per_call(step_theirs(**kwargs), repeats=REPEATS, warmup=3)
         ratio = mine / t
         mark = "ok" if ratio <= GOAL else f"over the goal of {GOAL}"
         print(f"  torch.nn, {label:<26} {t * 1e3:8.1f} ms   ratio {ratio:4.2f}  {mark}")
