@@ -69,17 +69,39 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 def _softmax(x: torch.Tensor, dim: int, name: str) -> torch.Tensor:
     require_float_tensor(x, name, "(..., n)")
-    require_no_nan(x, name)
     dim = check_dim(dim, x.dim())
     if x.shape[dim] == 0:  # nothing to normalise
         return x.clone()
     work = x.float() if x.dtype in _LOW_PRECISION else x
-    m = work.amax(dim=dim, keepdim=True)
-    m = torch.where(torch.isneginf(m), torch.zeros_like(m), m)  # all -inf: shift by 0
-    e = torch.exp(work - m)
-    total = e.sum(dim=dim, keepdim=True)
-    out = e / total.clamp_min(torch.finfo(work.dtype).tiny)  # 0 / tiny = 0 for empty rows
-    return out.to(x.dtype)
+    # The row maximum is NaN if the row holds a NaN and +inf if it holds +inf, so one pass
+    # both validates the input and gives the shift.
+    m = work.detach().amax(dim=dim, keepdim=True)
+    if not bool(torch.isfinite(m).all()):
+        require_no_nan(m, name)
+        m = m.masked_fill(torch.isneginf(m), 0.0)  # all -inf: shift by 0, every weight 0
+    return _StableSoftmax.apply(work, m, dim).to(x.dtype)
+
+
+class _StableSoftmax(torch.autograd.Function):
+    """exp(x - m) / sum exp(x - m), with the softmax's own backward
+
+        dL/dx_i = y_i (g_i - sum_j g_j y_j),   y = softmax(x), g = dL/dy,
+
+    in fewer passes over the (..., T_q, T_k) scores than autograd through the forward's ops."""
+
+    @staticmethod
+    def forward(ctx, x, m, dim):
+        y = (x - m).exp_()
+        y /= y.sum(dim=dim, keepdim=True).clamp_min(torch.finfo(y.dtype).tiny)  # empty row: 0
+        ctx.save_for_backward(y)
+        ctx.dim = dim
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        gy = g * y
+        return gy.sub_(y * gy.sum(dim=ctx.dim, keepdim=True)), None, None
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -95,7 +117,7 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> to
     if mask is None:
         return _softmax(scores, -1, "scores")
     require_mask(mask, "mask", scores.shape, broadcast=True)
-    require_no_nan(scores, "scores")
+    require_no_nan(scores, "scores")  # before masking hides a NaN
     return _softmax(scores.masked_fill(~mask, float("-inf")), -1, "scores")
 
 
@@ -116,7 +138,8 @@ def scaled_dot_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     q: (..., T_q, d_k), k: (..., T_k, d_k)  ->  (..., T_q, T_k)
     """
     require_queries_keys(q, k)
-    return (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k); scaling q is cheaper than the scores
+    return (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.transpose(-2, -1)
 
 
 def bilinear_scores(q: torch.Tensor, k: torch.Tensor, w_e: torch.Tensor) -> torch.Tensor:

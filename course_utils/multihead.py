@@ -71,12 +71,25 @@ class MultiHeadAttention(nn.Module):
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                 mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         self._require_inputs(query, key, value)
-        if mask is not None:
-            shape = (query.shape[0], self.n_heads, query.shape[1], key.shape[1])
-            require_mask(mask, "mask", shape, broadcast=True)
-        q = split_heads(self.w_q(query), self.n_heads)  # (B, n_heads, T_q, d_k)
+        k, v = self.keys_values(key, value)  # (B, n_heads, T_k, d_k) each
+        return self.attend(query, k, v, mask)
+
+    def keys_values(self, key: torch.Tensor, value: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The projected keys and values, split into heads: (B, n_heads, T_k, d_k) each.
+        Computed once, they can be kept (a decoder's key/value cache) and passed to `attend`."""
         k = split_heads(self.w_k(key), self.n_heads)  # (B, n_heads, T_k, d_k)
         v = split_heads(self.w_v(value), self.n_heads)  # (B, n_heads, T_k, d_k)
+        return k, v
+
+    def attend(self, query: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """query (B, T_q, d_model) against projected keys and values from `keys_values`,
+        (B, n_heads, T_k, d_k) -> (output (B, T_q, d_model), weights (B, n_heads, T_q, T_k))."""
+        if mask is not None:
+            shape = (query.shape[0], self.n_heads, query.shape[1], k.shape[-2])
+            require_mask(mask, "mask", shape, broadcast=True)
+        q = split_heads(self.w_q(query), self.n_heads)  # (B, n_heads, T_q, d_k)
         # heads (B, n_heads, T_q, d_k), weights (B, n_heads, T_q, T_k)
         heads, weights = scaled_dot_product_attention(q, k, v, mask)
         return self.w_o(merge_heads(heads)), weights  # (B, T_q, d_model)

@@ -473,9 +473,9 @@ CLAIMS: dict[str, list[Claim]] = {
         Claim("the five scores' training steps lie within a factor of three",
               "max(step_seconds.values()) / min(step_seconds.values())", high=3.0),
         # 5.375 / 2.643 (timings: only margins far larger than the noise of a busy machine)
-        Claim("PyTorch's attention clearly faster than the course's on long sequences",
-              "seconds['course_utils SDPA'][-1] / seconds['torch SDPA'][-1]", 1.5),
-        # 58.33 / 39.53
+        Claim("PyTorch's attention faster than the course's on long sequences",
+              "seconds['course_utils SDPA'][-1] / seconds['torch SDPA'][-1]", 1.1),
+        # 58.33 / 39.53 before the course's softmax got its own backward; then 1.36 (default)
         Claim("additive scores cost more than 10 times the matrix form at T = 512",
               "seconds['additive scores'][-1] / seconds['course_utils SDPA'][3]", 10.0),
     ],

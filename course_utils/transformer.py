@@ -1,0 +1,433 @@
+"""Unit 06: the Transformer (Vaswani et al., 2017), built from unit 05's parts.
+
+    encoder layer   x = LN(x + SelfAttn(x, pad))               post-LN, as in the paper
+                    x = LN(x + FF(x)),   FF(x) = W_2 relu(W_1 x + b_1) + b_2
+    decoder layer   y = LN(y + SelfAttn(y, causal & pad_tgt))  masked: no peeking ahead
+                    y = LN(y + CrossAttn(y, memory, pad_src))   queries y, keys/values memory
+                    y = LN(y + FF(y))
+    pre-LN          x = x + SubLayer(LN(x)) instead (`norm_first=True`), plus a final LN
+
+Post-LN normalises after each residual sum, so the gradient that reaches the lower layers
+passes through every LayerNorm on the way down; deep post-LN stacks need a learning-rate
+warm-up to train at all. Pre-LN keeps an identity path from the loss to the embeddings, which
+is why most later models (GPT-2 onwards) put the norm first.
+
+The model: token embeddings times sqrt(d_model) plus the sinusoidal encoding, N encoder
+layers, N decoder layers, a linear layer to the target vocabulary. Training is teacher
+forcing: the whole target is read at once under the causal mask. Greedy decoding feeds the
+argmax back; with the key/value cache each step projects the newest token only and keeps the
+keys and values of the earlier ones, giving the same tokens as recomputing the whole prefix.
+
+Masks are bool, True = may attend (the course's convention, the OPPOSITE of the
+`mask`/`key_padding_mask` arguments of `torch.nn.Transformer*`). Notation: B batch, S source
+length, T target length, d_model width, d_ff feed-forward width, V vocabulary size.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from course_utils._checks import (
+    require_bool,
+    require_choice,
+    require_float_tensor,
+    require_ids,
+    require_int,
+    require_number_in,
+    shape_str,
+)
+from course_utils.data.vocab import END_ID, PAD_ID, START_ID, Vocabulary
+from course_utils.multihead import MultiHeadAttention
+from course_utils.positional import sinusoidal_encoding
+from course_utils.seq2seq import greedy_decode, padded_cross_entropy
+
+__all__ = ["DecoderLayer", "EncoderLayer", "FeedForward", "KVCache", "Transformer",
+           "TransformerConfig", "causal_mask", "config_for", "padding_mask",
+           "padding_mask_from_ids"]
+
+ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
+
+
+# ----------------------------------------------------------------------------- masks
+
+def causal_mask(T: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """(T, T) bool, True on and below the diagonal: position t may attend to 0 .. t, itself
+    included, and to nothing after it."""
+    require_int(T, "T")
+    return torch.ones(T, T, dtype=torch.bool, device=device).tril()  # (T_q, T_k)
+
+
+def padding_mask(lengths: torch.Tensor, T: int | None = None) -> torch.Tensor:
+    """(B, T) bool, True at the real tokens 0 .. lengths[b] - 1 of each row, False at the
+    padding after them. T defaults to the longest length."""
+    require_ids(lengths, "lengths", "(B,)", 1)
+    if lengths.numel() and int(lengths.min()) < 1:
+        raise ValueError(f"every length must be at least 1; got {lengths.tolist()}")
+    longest = int(lengths.max()) if lengths.numel() else 0
+    T = longest if T is None else require_int(T, "T")
+    if longest > T:
+        raise ValueError(f"T = {T} is shorter than the longest length {longest}")
+    return torch.arange(T, device=lengths.device) < lengths.unsqueeze(1)  # (B, T)
+
+
+def padding_mask_from_ids(ids: torch.Tensor, pad_id: int = PAD_ID) -> torch.Tensor:
+    """(B, T) bool, True where `ids` is not `pad_id`."""
+    require_ids(ids, "ids", "(B, T)", 2)
+    return ids != pad_id  # (B, T)
+
+
+def _key_mask(keep: torch.Tensor) -> torch.Tensor:
+    """(B, T_k) padding mask -> (B, 1, 1, T_k): the same keys for every head and query."""
+    return keep[:, None, None, :]
+
+
+# ----------------------------------------------------------------------------- layers
+
+class FeedForward(nn.Module):
+    """The position-wise network, applied to every position on its own:
+    (..., d_model) -> relu(x W_1^T + b_1) W_2^T + b_2 -> (..., d_model)."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu"):
+        super().__init__()
+        require_choice(activation, "activation", tuple(ACTIVATIONS))
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.activation = ACTIVATIONS[activation]()
+        self.dropout = nn.Dropout(dropout)
+        self.linear2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+
+
+def _check_layer_sizes(d_model, n_heads, d_ff, dropout, norm_first):
+    require_int(d_model, "d_model")
+    require_int(n_heads, "n_heads")
+    require_int(d_ff, "d_ff")
+    require_number_in(dropout, "dropout", 0.0, 1.0, "a probability")
+    require_bool(norm_first, "norm_first")
+    if d_model % n_heads:
+        raise ValueError(f"d_model = {d_model} must be divisible by n_heads = {n_heads}")
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention and feed-forward, each inside a residual connection with LayerNorm.
+
+    forward(x (B, S, d_model), mask bool broadcastable to (B, n_heads, S, S), True = may
+    attend) -> (x (B, S, d_model), weights (B, n_heads, S, S)).
+    Dropout (off by default) acts on each sub-layer's output and inside the feed-forward
+    network; unlike PyTorch's layer, none acts on the attention weights.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0,
+                 norm_first: bool = False, activation: str = "relu"):
+        super().__init__()
+        _check_layer_sizes(d_model, n_heads, d_ff, dropout, norm_first)
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, n_heads)
+        self.ff = FeedForward(d_model, d_ff, dropout, activation)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.norm_first:
+            h = self.norm1(x)
+            a, weights = self.self_attn(h, h, h, mask)
+            x = x + self.dropout(a)
+            return x + self.dropout(self.ff(self.norm2(x))), weights
+        a, weights = self.self_attn(x, x, x, mask)
+        x = self.norm1(x + self.dropout(a))
+        return self.norm2(x + self.dropout(self.ff(x))), weights
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> EncoderLayer:
+        """The same layer with the weights of a `torch.nn.TransformerEncoderLayer`
+        (batch_first=True, relu or gelu)."""
+        if not isinstance(layer, nn.TransformerEncoderLayer):
+            raise TypeError(f"expected a torch.nn.TransformerEncoderLayer; got "
+                            f"{type(layer).__name__}")
+        attn, d_ff = layer.self_attn, layer.linear1.out_features
+        mine = cls(attn.embed_dim, attn.num_heads, d_ff, layer.dropout.p, layer.norm_first,
+                   _activation_name(layer.activation)).to(attn.in_proj_weight.dtype)
+        mine.self_attn = MultiHeadAttention.from_torch(attn)
+        _copy_common(mine, layer)
+        return mine
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention to the encoder's output, feed-forward; each
+    inside a residual connection with LayerNorm.
+
+    forward(y (B, T, d_model), memory (B, S, d_model), self_mask broadcastable to
+    (B, n_heads, T, T), cross_mask broadcastable to (B, n_heads, T, S); True = may attend)
+    -> (y (B, T, d_model), self weights (B, n_heads, T, T), cross weights (B, n_heads, T, S)).
+
+    With a `cache` (one `KVCache` per layer), y holds only the newest positions: their keys
+    and values are appended to the cache and the queries attend to everything cached;
+    self_mask then covers (T_new, T_cached + T_new).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0,
+                 norm_first: bool = False, activation: str = "relu"):
+        super().__init__()
+        _check_layer_sizes(d_model, n_heads, d_ff, dropout, norm_first)
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, n_heads)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads)
+        self.ff = FeedForward(d_model, d_ff, dropout, activation)
+        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model) for _ in range(3))
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, y: torch.Tensor, memory: torch.Tensor,
+                self_mask: torch.Tensor | None = None, cross_mask: torch.Tensor | None = None,
+                cache: KVCache | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        require_float_tensor(memory, "memory", "(B, S, d_model)", ndim=3)
+        norm = self.norm1 if self.norm_first else nn.Identity()
+        a, self_w = self._self_attention(norm(y), self_mask, cache)
+        y = y + self.dropout(a) if self.norm_first else self.norm1(y + self.dropout(a))
+        h = self.norm2(y) if self.norm_first else y
+        a, cross_w = self._cross_attention(h, memory, cross_mask, cache)
+        y = y + self.dropout(a) if self.norm_first else self.norm2(y + self.dropout(a))
+        if self.norm_first:
+            return y + self.dropout(self.ff(self.norm3(y))), self_w, cross_w
+        return self.norm3(y + self.dropout(self.ff(y))), self_w, cross_w
+
+    def _self_attention(self, h, mask, cache):
+        if cache is None:
+            return self.self_attn(h, h, h, mask)
+        self.self_attn._require_inputs(h, h, h)
+        k, v = self.self_attn.keys_values(h, h)  # (B, n_heads, T_new, d_k)
+        k, v = cache.append(k, v)  # (B, n_heads, T_cached + T_new, d_k)
+        return self.self_attn.attend(h, k, v, mask)
+
+    def _cross_attention(self, h, memory, mask, cache):
+        if cache is None:
+            return self.cross_attn(h, memory, memory, mask)
+        if cache.memory_k is None:  # the encoder's output is fixed: project it once
+            self.cross_attn._require_inputs(h, memory, memory)
+            cache.memory_k, cache.memory_v = self.cross_attn.keys_values(memory, memory)
+        return self.cross_attn.attend(h, cache.memory_k, cache.memory_v, mask)
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerDecoderLayer) -> DecoderLayer:
+        """The same layer with the weights of a `torch.nn.TransformerDecoderLayer`
+        (batch_first=True, relu or gelu)."""
+        if not isinstance(layer, nn.TransformerDecoderLayer):
+            raise TypeError(f"expected a torch.nn.TransformerDecoderLayer; got "
+                            f"{type(layer).__name__}")
+        attn, d_ff = layer.self_attn, layer.linear1.out_features
+        mine = cls(attn.embed_dim, attn.num_heads, d_ff, layer.dropout.p, layer.norm_first,
+                   _activation_name(layer.activation)).to(attn.in_proj_weight.dtype)
+        mine.self_attn = MultiHeadAttention.from_torch(attn)
+        mine.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
+        _copy_common(mine, layer)
+        with torch.no_grad():
+            mine.norm3.load_state_dict(layer.norm3.state_dict())
+        return mine
+
+
+def _activation_name(activation) -> str:
+    if activation is F.relu or isinstance(activation, nn.ReLU):
+        return "relu"
+    if activation is F.gelu or isinstance(activation, nn.GELU):
+        return "gelu"
+    raise ValueError(f"only relu and gelu layers have a counterpart here; got {activation!r}")
+
+
+def _copy_common(mine: nn.Module, layer: nn.Module) -> None:
+    if not layer.self_attn.batch_first:
+        raise ValueError("only batch_first=True layers have a counterpart here")
+    with torch.no_grad():
+        mine.ff.linear1.load_state_dict(layer.linear1.state_dict())
+        mine.ff.linear2.load_state_dict(layer.linear2.state_dict())
+        mine.norm1.load_state_dict(layer.norm1.state_dict())
+        mine.norm2.load_state_dict(layer.norm2.state_dict())
+        for norm in (mine.norm1, mine.norm2, getattr(mine, "norm3", mine.norm1)):
+            norm.eps = layer.norm1.eps
+
+
+@dataclass
+class KVCache:
+    """What one decoder layer keeps between steps of incremental decoding: the projected keys
+    and values of every target position so far, (B, n_heads, t, d_k) each, and those of the
+    encoder's output, (B, n_heads, S, d_k), computed at the first step."""
+
+    k: torch.Tensor | None = None
+    v: torch.Tensor | None = None
+    memory_k: torch.Tensor | None = None
+    memory_v: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return 0 if self.k is None else self.k.shape[-2]
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add the newest positions' keys and values; return all of them."""
+        if self.k is not None and (k.shape[:2] != self.k.shape[:2]
+                                   or k.shape[-1] != self.k.shape[-1]):
+            raise ValueError(f"new keys {shape_str(k.shape)} do not fit the cached "
+                             f"{shape_str(self.k.shape)}: expected (B, n_heads, T_new, d_k)")
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)  # (B, h, t, d_k)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)  # (B, h, t, d_k)
+        return self.k, self.v
+
+
+# ----------------------------------------------------------------------------- the model
+
+@dataclass
+class TransformerConfig:
+    """Sizes and switches of the encoder-decoder Transformer (unit 06)."""
+
+    src_vocab_size: int  # V of the source
+    tgt_vocab_size: int  # V of the target
+    d_model: int = 64
+    n_heads: int = 4
+    d_ff: int = 128  # width of the position-wise feed-forward network
+    n_layers: int = 2  # encoder layers, and as many decoder layers
+    dropout: float = 0.0
+    norm_first: bool = False  # False: post-LN as in the paper; True: pre-LN
+    max_len: int = 40  # greedy decoding stops after this many steps at the latest
+    max_positions: int = 128  # rows of the sinusoidal table: the longest source or target
+
+    def __post_init__(self):
+        for name in ("src_vocab_size", "tgt_vocab_size", "n_layers", "max_len",
+                     "max_positions"):
+            require_int(getattr(self, name), name)
+        _check_layer_sizes(self.d_model, self.n_heads, self.d_ff, self.dropout,
+                           self.norm_first)
+        if self.max_len + 1 > self.max_positions:
+            raise ValueError(f"max_positions = {self.max_positions} must exceed max_len = "
+                             f"{self.max_len}: decoding reads <start> and max_len tokens")
+
+
+def config_for(task, **fields) -> TransformerConfig:
+    """A TransformerConfig for a `translation.TranslationTask`: the vocabulary sizes from
+    the task, every other field from `fields`."""
+    vocabs = (getattr(task, "src_vocab", None), getattr(task, "tgt_vocab", None))
+    if not all(isinstance(v, Vocabulary) for v in vocabs):
+        raise ValueError(f"task must be a translation.TranslationTask (with src_vocab and "
+                         f"tgt_vocab); got {type(task).__name__}")
+    given = sorted({"src_vocab_size", "tgt_vocab_size"} & set(fields))
+    if given:
+        raise ValueError(f"config_for takes the vocabulary sizes from the task; do not pass "
+                         f"{', '.join(given)}")
+    return TransformerConfig(len(task.src_vocab), len(task.tgt_vocab), **fields)
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer with the interface of `translator.Seq2Seq`: `forward`
+    (teacher forcing), `loss`, `translate` (greedy decoding), so that `translator.train` and
+    `translator.evaluate` work on it unchanged."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        if not isinstance(cfg, TransformerConfig):
+            raise ValueError(f"cfg must be a TransformerConfig; got {type(cfg).__name__}")
+        self.cfg = cfg
+        d = cfg.d_model
+        layer = dict(d_model=d, n_heads=cfg.n_heads, d_ff=cfg.d_ff, dropout=cfg.dropout,
+                     norm_first=cfg.norm_first)
+        self.src_embed = nn.Embedding(cfg.src_vocab_size, d)
+        self.tgt_embed = nn.Embedding(cfg.tgt_vocab_size, d)
+        for embedding in (self.src_embed, self.tgt_embed):
+            # std d^-1/2, so that E x sqrt(d_model) has entries of size 1, like the positional
+            # encoding; PyTorch's default std 1 would drown the positions by sqrt(d_model)
+            nn.init.normal_(embedding.weight, std=d ** -0.5)
+        self.register_buffer("positions", sinusoidal_encoding(cfg.max_positions, d),
+                             persistent=False)  # (max_positions, d_model)
+        self.encoder = nn.ModuleList(EncoderLayer(**layer) for _ in range(cfg.n_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(**layer) for _ in range(cfg.n_layers))
+        # pre-LN leaves the residual stream unnormalised: one LayerNorm closes each stack
+        final = nn.LayerNorm if cfg.norm_first else nn.Identity
+        self.encoder_norm, self.decoder_norm = final(d), final(d)
+        self.out = nn.Linear(d, cfg.tgt_vocab_size)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def _embed(self, embedding: nn.Embedding, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """ids (B, T) -> E ids sqrt(d_model) + PE[start : start + T]: (B, T, d_model)."""
+        end = start + ids.shape[1]
+        if end > self.cfg.max_positions:
+            raise ValueError(f"a sequence of {end} tokens is longer than max_positions = "
+                             f"{self.cfg.max_positions}")
+        x = embedding(ids) * math.sqrt(self.cfg.d_model)  # (B, T, d_model)
+        return self.dropout(x + self.positions[start:end])  # (T, d_model) broadcast over B
+
+    def encode(self, src: torch.Tensor, lengths: torch.Tensor, return_weights: bool = False):
+        """src (B, S), lengths (B,) -> (memory (B, S, d_model), source mask (B, 1, 1, S));
+        with `return_weights`, also the list of each layer's weights (B, n_heads, S, S)."""
+        require_ids(src, "src", "(B, S)", 2)
+        if lengths.shape != src.shape[:1]:
+            raise ValueError(f"lengths must have shape ({src.shape[0]},), one per source; "
+                             f"got {shape_str(lengths.shape)}")
+        src_mask = _key_mask(padding_mask(lengths, src.shape[1]))  # (B, 1, 1, S)
+        x, weights = self._embed(self.src_embed, src), []  # (B, S, d_model)
+        for layer in self.encoder:
+            x, w = layer(x, src_mask)
+            weights.append(w)
+        memory = self.encoder_norm(x)
+        return (memory, src_mask, weights) if return_weights else (memory, src_mask)
+
+    def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor,
+               return_weights: bool = False):
+        """Teacher forcing: tgt_in (B, T) = <start> y_1 .. read at once under the causal mask
+        -> logits (B, T, V); with `return_weights`, also {"self": [(B, h, T, T)...],
+        "cross": [(B, h, T, S)...]}, one entry per layer."""
+        require_ids(tgt_in, "tgt_in", "(B, T)", 2)
+        T = tgt_in.shape[1]
+        # (B, 1, 1, T) & (T, T) -> (B, 1, T, T): earlier real tokens only
+        self_mask = _key_mask(padding_mask_from_ids(tgt_in)) & causal_mask(T, tgt_in.device)
+        y = self._embed(self.tgt_embed, tgt_in)  # (B, T, d_model)
+        weights = {"self": [], "cross": []}
+        for layer in self.decoder:
+            y, self_w, cross_w = layer(y, memory, self_mask, src_mask)
+            weights["self"].append(self_w)
+            weights["cross"].append(cross_w)
+        logits = self.out(self.decoder_norm(y))  # (B, T, V)
+        return (logits, weights) if return_weights else logits
+
+    def forward(self, src, lengths, tgt_in) -> torch.Tensor:
+        """src (B, S), lengths (B,), tgt_in (B, T) -> logits (B, T, V)."""
+        memory, src_mask = self.encode(src, lengths)
+        return self.decode(tgt_in, memory, src_mask)
+
+    def loss(self, src, lengths, tgt) -> torch.Tensor:
+        """tgt (B, T + 1) = <start> y_1 .. y_n <end> <pad>..: read tgt[:, :-1], predict
+        tgt[:, 1:], padded cross-entropy (a scalar)."""
+        return padded_cross_entropy(self(src, lengths, tgt[:, :-1]), tgt[:, 1:])
+
+    def step(self, y_prev: torch.Tensor, state: dict) -> tuple[torch.Tensor, dict]:
+        """One step of greedy decoding. state = {"memory", "src_mask", "cache" (a KVCache per
+        layer, or None to recompute), "prefix" (B, t) the tokens read so far}.
+        y_prev (B,) -> (logits (B, V), the new state)."""
+        prefix = torch.cat([state["prefix"], y_prev[:, None]], dim=1)  # (B, t + 1)
+        memory, src_mask, cache = state["memory"], state["src_mask"], state["cache"]
+        if cache is None:  # recompute every position, keep the last one's logits
+            logits = self.decode(prefix, memory, src_mask)[:, -1]  # (B, V)
+        else:  # the newest token only; the earlier ones' keys and values are in the cache
+            y = self._embed(self.tgt_embed, y_prev[:, None], start=prefix.shape[1] - 1)
+            self_mask = _key_mask(padding_mask_from_ids(prefix))  # (B, 1, 1, t + 1)
+            for layer, layer_cache in zip(self.decoder, cache, strict=True):
+                y, _, _ = layer(y, memory, self_mask, src_mask, cache=layer_cache)
+            logits = self.out(self.decoder_norm(y))[:, 0]  # (B, 1, V) -> (B, V)
+        return logits, {**state, "prefix": prefix}
+
+    @torch.no_grad()
+    def translate(self, src, lengths, max_len: int | None = None, use_cache: bool = True,
+                  start_id: int = START_ID, end_id: int = END_ID) -> torch.Tensor:
+        """Greedy decoding of a batch until <end> (each row on its own) or max_len steps:
+        ids (B, L), <pad> after each row's <end>. `use_cache=False` recomputes the whole
+        prefix at every step; both give the same tokens."""
+        require_bool(use_cache, "use_cache")
+        memory, src_mask = self.encode(src, lengths)
+        batch = src.shape[0]
+        state = {"memory": memory, "src_mask": src_mask,
+                 "cache": [KVCache() for _ in self.decoder] if use_cache else None,
+                 "prefix": torch.empty(batch, 0, dtype=torch.long, device=src.device)}
+        return greedy_decode(self.step, state, batch, start_id=start_id, end_id=end_id,
+                             max_len=self.cfg.max_len if max_len is None else max_len)
+
