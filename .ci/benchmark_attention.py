@@ -1,10 +1,14 @@
-"""`make bench`, second part: the course's attention against PyTorch's, measured in one run.
+"""`make bench`, second part: the course's attention and Transformer against PyTorch's, measured
+in one run.
 
 One forward and backward of `course_utils.multihead.MultiHeadAttention` divided by that of
 `torch.nn.MultiheadAttention` with the same weights (B = 32, T = 128, d_model = 256, 8 heads,
 self-attention, float32): against PyTorch called as by default (weights averaged over heads),
 with the per-head weights the course's module returns, and without weights (PyTorch's fused
-kernel). Medians of several runs, after a warm-up. Prints figures; asserts nothing.
+kernel). Then one training step (forward, cross-entropy, backward, Adam) of the course's
+`transformer.Transformer` divided by that of the same model around `torch.nn.Transformer`
+(B = 32, S = T = 32, d_model = 128, 8 heads, d_ff = 512, 2 + 2 layers, V = 1000, padding and
+causal masks). Medians of several runs, after a warm-up. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -12,8 +16,18 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from course_utils.data.vocab import PAD_ID
 from course_utils.multihead import MultiHeadAttention
+from course_utils.positional import sinusoidal_encoding
+from course_utils.seq2seq import padded_cross_entropy
 from course_utils.training import seconds_per_call
+from course_utils.transformer import (
+    Transformer,
+    TransformerConfig,
+    causal_mask,
+    padding_mask,
+    padding_mask_from_ids,
+)
 
 B, T, D_MODEL, N_HEADS = 32, 128, 256, 8
 REPEATS = 15
@@ -49,5 +63,64 @@ def main() -> None:
         print(f"  torch.nn, {label:<26} {t * 1e3:8.1f} ms   ratio {ratio:4.2f}  {mark}")
 
 
+class TorchTransformer(nn.Module):
+    """The course's model with torch.nn.Transformer in the middle: the same embeddings,
+    positions and output layer, PyTorch's encoder and decoder stacks (post-LN, no dropout)."""
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.src_embed = nn.Embedding(cfg.src_vocab_size, cfg.d_model)
+        self.tgt_embed = nn.Embedding(cfg.tgt_vocab_size, cfg.d_model)
+        self.register_buffer("positions", sinusoidal_encoding(cfg.max_positions, cfg.d_model))
+        self.core = nn.Transformer(cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.n_layers,
+                                   cfg.d_ff, dropout=0.0, batch_first=True)
+        self.out = nn.Linear(cfg.d_model, cfg.tgt_vocab_size)
+
+    def loss(self, src, lengths, tgt):
+        tgt_in = tgt[:, :-1]
+        scale = self.cfg.d_model ** 0.5
+        x = self.src_embed(src) * scale + self.positions[: src.shape[1]]
+        y = self.tgt_embed(tgt_in) * scale + self.positions[: tgt_in.shape[1]]
+        src_pad = ~padding_mask(lengths, src.shape[1])   # PyTorch: True = may NOT attend
+        h = self.core(x, y, tgt_mask=~causal_mask(tgt_in.shape[1]),
+                      src_key_padding_mask=src_pad, memory_key_padding_mask=src_pad,
+                      tgt_key_padding_mask=~padding_mask_from_ids(tgt_in))
+        return padded_cross_entropy(self.out(h), tgt[:, 1:])
+
+
+def transformer_step_ratio() -> None:
+    B, S, T, V = 32, 32, 32, 1000
+    cfg = TransformerConfig(V, V, d_model=128, n_heads=8, d_ff=512, n_layers=2, max_len=T,
+                            max_positions=64)
+    gen = torch.Generator().manual_seed(0)
+    lengths = torch.randint(S // 2, S + 1, (B,), generator=gen)
+    src = torch.randint(4, V, (B, S), generator=gen).masked_fill(
+        ~padding_mask(lengths, S), PAD_ID)
+    tgt_lengths = torch.randint(T // 2, T + 2, (B,), generator=gen)
+    tgt = torch.randint(4, V, (B, T + 1), generator=gen).masked_fill(
+        ~padding_mask(tgt_lengths, T + 1), PAD_ID)
+    times = {}
+    for name, model in (("course_utils.transformer", Transformer(cfg)),
+                        ("torch.nn.Transformer", TorchTransformer(cfg))):
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+
+        def step(model=model, optimizer=optimizer):
+            optimizer.zero_grad()
+            model.loss(src, lengths, tgt).backward()
+            optimizer.step()
+
+        times[name] = seconds_per_call(step, repeats=REPEATS, warmup=3)
+    mine, theirs = times["course_utils.transformer"], times["torch.nn.Transformer"]
+    ratio = mine / theirs
+    print(f"Transformer training step, B={B} S=T={S} d_model={cfg.d_model} heads={cfg.n_heads} "
+          f"d_ff={cfg.d_ff} layers={cfg.n_layers}+{cfg.n_layers} V={V}")
+    print(f"  course_utils.transformer            {mine * 1e3:8.1f} ms")
+    mark = "ok" if ratio <= GOAL else f"over the goal of {GOAL}"
+    print(f"  torch.nn.Transformer                {theirs * 1e3:8.1f} ms   ratio {ratio:4.2f}  "
+          f"{mark}")
+
+
 if __name__ == "__main__":
     main()
+    transformer_step_ratio()

@@ -82,6 +82,18 @@ def _softmax(x: torch.Tensor, dim: int, name: str) -> torch.Tensor:
     return _StableSoftmax.apply(work, m, dim).to(x.dtype)
 
 
+def _masked_softmax_unchecked(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """`masked_softmax` over the last axis for scores already known to be free of NaN and
+    +inf (computed from checked inputs): no validation pass over the (..., T_q, T_k) scores."""
+    if scores.dtype in _LOW_PRECISION:
+        return masked_softmax(scores, mask)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    m = scores.detach().amax(dim=-1, keepdim=True)
+    m = m.masked_fill(torch.isneginf(m), 0.0)  # a fully masked row: shift by 0, weights 0
+    return _StableSoftmax.apply(scores, m, -1)
+
+
 class _StableSoftmax(torch.autograd.Function):
     """exp(x - m) / sum exp(x - m), with the softmax's own backward
 
@@ -289,3 +301,12 @@ def scaled_dot_product_attention(
     weights = masked_softmax(scores, mask)  # (..., T_q, T_k)
     output = weights @ v  # (..., T_q, T_k) @ (..., T_k, d_v) -> (..., T_q, d_v)
     return output, weights
+
+
+def _attention_unchecked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                         mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """`scaled_dot_product_attention` for inputs whose shapes, dtypes, mask and finiteness the
+    caller has checked already (`multihead.MultiHeadAttention` checks its inputs once)."""
+    scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.transpose(-2, -1)  # (..., T_q, T_k)
+    weights = _masked_softmax_unchecked(scores, mask)  # (..., T_q, T_k)
+    return weights @ v, weights  # (..., T_q, d_v), (..., T_q, T_k)

@@ -19,8 +19,14 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from course_utils._checks import require_float_tensor, require_int, require_mask, shape_str
-from course_utils.attention import scaled_dot_product_attention
+from course_utils._checks import (
+    require_finite,
+    require_float_tensor,
+    require_int,
+    require_mask,
+    shape_str,
+)
+from course_utils.attention import _attention_unchecked
 
 __all__ = ["MultiHeadAttention", "merge_heads", "split_heads"]
 
@@ -86,12 +92,13 @@ class MultiHeadAttention(nn.Module):
                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """query (B, T_q, d_model) against projected keys and values from `keys_values`,
         (B, n_heads, T_k, d_k) -> (output (B, T_q, d_model), weights (B, n_heads, T_q, T_k))."""
+        require_finite(query, "query")
         if mask is not None:
             shape = (query.shape[0], self.n_heads, query.shape[1], k.shape[-2])
             require_mask(mask, "mask", shape, broadcast=True)
         q = split_heads(self.w_q(query), self.n_heads)  # (B, n_heads, T_q, d_k)
         # heads (B, n_heads, T_q, d_k), weights (B, n_heads, T_q, T_k)
-        heads, weights = scaled_dot_product_attention(q, k, v, mask)
+        heads, weights = _attention_unchecked(q, k, v, mask)
         return self.w_o(merge_heads(heads)), weights  # (B, T_q, d_model)
 
     def _require_inputs(self, query, key, value) -> None:
@@ -108,6 +115,13 @@ class MultiHeadAttention(nn.Module):
         if key.shape[1] != value.shape[1]:
             raise ValueError(f"every key needs a value: key {shape_str(key.shape)} and value "
                              f"{shape_str(value.shape)} must have the same length T_k")
+        if not query.dtype == key.dtype == value.dtype:
+            raise ValueError(f"query, key and value must have one dtype; got {query.dtype}, "
+                             f"{key.dtype} and {value.dtype}")
+        if key is not query:
+            require_finite(key, "key")
+        if value is not key:
+            require_finite(value, "value")
 
     @classmethod
     def from_torch(cls, m: nn.MultiheadAttention) -> MultiHeadAttention:
