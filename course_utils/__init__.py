@@ -6,7 +6,8 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
     attention         softmax, masked softmax, score functions, scaled dot-product attention
     data              vocab: Vocabulary, the special ids PAD_ID START_ID END_ID UNK_ID,
                       padding, minibatches; corpus: unit 01's Shakespeare; translation: the
-                      numbers-in-words task of units 02-04
+                      numbers-in-words task of units 02-04; pointer: unit 05's pointer task
+                      (fetch the symbol at a named position)
     progress          the one progress bar (text in a notebook, tqdm in a terminal)
     training          fit (the one training loop) -> History, running_mean, seconds_per_call,
                       seed_everything, accuracy_by_bucket                     -> progress
@@ -20,6 +21,9 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
                       merge_heads                                     -> attention
     positional        unit 05: index_encoding, LearnedPositions, sinusoidal_encoding,
                       add_positions, concat_positions
+    pointer_model     unit 05: PointerConfig, PointerModel (self-attention with positions
+                      "none", "sinusoidal" or "learned"), train, accuracy, pointer_weights,
+                      hit_rate          -> multihead, positional, training, data.pointer
     translator        units 02-04: Seq2Seq (encoder + either decoder), train, evaluate
                                               -> seq2seq, attention_decoder, training
     viz               attention heatmaps and accuracy-by-length curves (plots only)

@@ -10,7 +10,7 @@ import course_utils
 PACKAGE = Path(course_utils.__file__).parent
 TEACHING = ["_checks", "attention", "bow", "seq2seq", "attention_decoder", "translator",
             "multihead", "positional", "training", "progress", "viz", "widgets", "data.vocab",
-            "data.corpus", "data.translation"]
+            "data.corpus", "data.translation", "data.pointer", "pointer_model"]
 
 
 def path_of(module: str) -> Path:
