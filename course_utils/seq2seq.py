@@ -47,8 +47,8 @@ from course_utils._checks import (
     require_source,
     shape_str,
 )
-from course_utils.data.translation import TranslationTask
-from course_utils.data.vocab import END_ID, PAD_ID, START_ID, Vocabulary
+from course_utils.data.translation import TranslationTask, vocabulary_sizes
+from course_utils.data.vocab import END_ID, PAD_ID, START_ID
 
 __all__ = [
     "SCORE_FUNCTIONS",
@@ -123,16 +123,7 @@ def config_for(task: TranslationTask, **fields) -> Seq2SeqConfig:
 
         config_for(task, d_h=64, attention="additive", bidirectional=True, max_len=30)
     """
-    vocabs = (getattr(task, "src_vocab", None), getattr(task, "tgt_vocab", None))
-    if not all(isinstance(v, Vocabulary) for v in vocabs):
-        raise ValueError(f"task must be a translation.TranslationTask (with src_vocab and "
-                         f"tgt_vocab); got {type(task).__name__}")
-    given = sorted({"src_vocab_size", "tgt_vocab_size"} & set(fields))
-    if given:
-        raise ValueError(f"config_for takes the vocabulary sizes from the task; do not pass "
-                         f"{', '.join(given)}")
-    return Seq2SeqConfig(src_vocab_size=len(task.src_vocab), tgt_vocab_size=len(task.tgt_vocab),
-                         **fields)
+    return Seq2SeqConfig(**vocabulary_sizes(task, fields), **fields)
 
 
 # ----------------------------------------------------------------------------- encoder

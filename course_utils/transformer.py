@@ -41,7 +41,8 @@ from course_utils._checks import (
     require_number_in,
     shape_str,
 )
-from course_utils.data.vocab import END_ID, PAD_ID, START_ID, Vocabulary
+from course_utils.data.translation import vocabulary_sizes
+from course_utils.data.vocab import END_ID, PAD_ID, START_ID
 from course_utils.multihead import MultiHeadAttention
 from course_utils.positional import sinusoidal_encoding
 from course_utils.seq2seq import greedy_decode, padded_cross_entropy
@@ -148,15 +149,7 @@ class EncoderLayer(nn.Module):
     def from_torch(cls, layer: nn.TransformerEncoderLayer) -> EncoderLayer:
         """The same layer with the weights of a `torch.nn.TransformerEncoderLayer`
         (batch_first=True, relu or gelu)."""
-        if not isinstance(layer, nn.TransformerEncoderLayer):
-            raise TypeError(f"expected a torch.nn.TransformerEncoderLayer; got "
-                            f"{type(layer).__name__}")
-        attn, d_ff = layer.self_attn, layer.linear1.out_features
-        mine = cls(attn.embed_dim, attn.num_heads, d_ff, layer.dropout.p, layer.norm_first,
-                   _activation_name(layer.activation)).to(attn.in_proj_weight.dtype)
-        mine.self_attn = MultiHeadAttention.from_torch(attn)
-        _copy_common(mine, layer)
-        return mine
+        return _from_torch(cls, layer, nn.TransformerEncoderLayer)
 
 
 class DecoderLayer(nn.Module):
@@ -218,18 +211,29 @@ class DecoderLayer(nn.Module):
     def from_torch(cls, layer: nn.TransformerDecoderLayer) -> DecoderLayer:
         """The same layer with the weights of a `torch.nn.TransformerDecoderLayer`
         (batch_first=True, relu or gelu)."""
-        if not isinstance(layer, nn.TransformerDecoderLayer):
-            raise TypeError(f"expected a torch.nn.TransformerDecoderLayer; got "
-                            f"{type(layer).__name__}")
-        attn, d_ff = layer.self_attn, layer.linear1.out_features
-        mine = cls(attn.embed_dim, attn.num_heads, d_ff, layer.dropout.p, layer.norm_first,
-                   _activation_name(layer.activation)).to(attn.in_proj_weight.dtype)
-        mine.self_attn = MultiHeadAttention.from_torch(attn)
+        return _from_torch(cls, layer, nn.TransformerDecoderLayer)
+
+
+def _from_torch(cls, layer, torch_class):
+    """A course layer `cls` with the weights of PyTorch's `layer` (a `torch_class`)."""
+    if not isinstance(layer, torch_class):
+        raise TypeError(f"expected a torch.nn.{torch_class.__name__}; got {type(layer).__name__}")
+    if not layer.self_attn.batch_first:
+        raise ValueError("only batch_first=True layers have a counterpart here")
+    attn = layer.self_attn
+    mine = cls(attn.embed_dim, attn.num_heads, layer.linear1.out_features, layer.dropout.p,
+               layer.norm_first, _activation_name(layer.activation)).to(attn.in_proj_weight.dtype)
+    mine.self_attn = MultiHeadAttention.from_torch(attn)
+    if hasattr(layer, "multihead_attn"):  # the decoder's cross-attention
         mine.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
-        _copy_common(mine, layer)
-        with torch.no_grad():
-            mine.norm3.load_state_dict(layer.norm3.state_dict())
-        return mine
+    norms = [name for name in ("norm1", "norm2", "norm3") if hasattr(mine, name)]
+    with torch.no_grad():
+        for name in ("linear1", "linear2"):
+            getattr(mine.ff, name).load_state_dict(getattr(layer, name).state_dict())
+        for name in norms:
+            getattr(mine, name).load_state_dict(getattr(layer, name).state_dict())
+            getattr(mine, name).eps = getattr(layer, name).eps
+    return mine
 
 
 def _activation_name(activation) -> str:
@@ -238,18 +242,6 @@ def _activation_name(activation) -> str:
     if activation is F.gelu or isinstance(activation, nn.GELU):
         return "gelu"
     raise ValueError(f"only relu and gelu layers have a counterpart here; got {activation!r}")
-
-
-def _copy_common(mine: nn.Module, layer: nn.Module) -> None:
-    if not layer.self_attn.batch_first:
-        raise ValueError("only batch_first=True layers have a counterpart here")
-    with torch.no_grad():
-        mine.ff.linear1.load_state_dict(layer.linear1.state_dict())
-        mine.ff.linear2.load_state_dict(layer.linear2.state_dict())
-        mine.norm1.load_state_dict(layer.norm1.state_dict())
-        mine.norm2.load_state_dict(layer.norm2.state_dict())
-        for norm in (mine.norm1, mine.norm2, getattr(mine, "norm3", mine.norm1)):
-            norm.eps = layer.norm1.eps
 
 
 @dataclass
@@ -308,15 +300,7 @@ class TransformerConfig:
 def config_for(task, **fields) -> TransformerConfig:
     """A TransformerConfig for a `translation.TranslationTask`: the vocabulary sizes from
     the task, every other field from `fields`."""
-    vocabs = (getattr(task, "src_vocab", None), getattr(task, "tgt_vocab", None))
-    if not all(isinstance(v, Vocabulary) for v in vocabs):
-        raise ValueError(f"task must be a translation.TranslationTask (with src_vocab and "
-                         f"tgt_vocab); got {type(task).__name__}")
-    given = sorted({"src_vocab_size", "tgt_vocab_size"} & set(fields))
-    if given:
-        raise ValueError(f"config_for takes the vocabulary sizes from the task; do not pass "
-                         f"{', '.join(given)}")
-    return TransformerConfig(len(task.src_vocab), len(task.tgt_vocab), **fields)
+    return TransformerConfig(**vocabulary_sizes(task, fields), **fields)
 
 
 class Transformer(nn.Module):
