@@ -78,8 +78,13 @@ def _softmax(x: torch.Tensor, dim: int, name: str) -> torch.Tensor:
     m = work.detach().amax(dim=dim, keepdim=True)
     if not bool(torch.isfinite(m).all()):
         require_no_nan(m, name)
-        m = m.masked_fill(torch.isneginf(m), 0.0)  # all -inf: shift by 0, every weight 0
-    return _StableSoftmax.apply(work, m, dim).to(x.dtype)
+    return _shifted_softmax(work, m, dim).to(x.dtype)
+
+
+def _shifted_softmax(x: torch.Tensor, m: torch.Tensor, dim: int) -> torch.Tensor:
+    """softmax(x) along `dim`, shifted by the row maxima m (no NaN or +inf among them); a row
+    that is all -inf is shifted by 0 and gets all-zero weights."""
+    return _StableSoftmax.apply(x, m.masked_fill(torch.isneginf(m), 0.0), dim)
 
 
 def _masked_softmax_unchecked(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -89,9 +94,7 @@ def _masked_softmax_unchecked(scores: torch.Tensor, mask: torch.Tensor | None) -
         return masked_softmax(scores, mask)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
-    m = scores.detach().amax(dim=-1, keepdim=True)
-    m = m.masked_fill(torch.isneginf(m), 0.0)  # a fully masked row: shift by 0, weights 0
-    return _StableSoftmax.apply(scores, m, -1)
+    return _shifted_softmax(scores, scores.detach().amax(dim=-1, keepdim=True), -1)
 
 
 class _StableSoftmax(torch.autograd.Function):
@@ -150,6 +153,10 @@ def scaled_dot_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     q: (..., T_q, d_k), k: (..., T_k, d_k)  ->  (..., T_q, T_k)
     """
     require_queries_keys(q, k)
+    return _scaled_scores(q, k)
+
+
+def _scaled_scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k); scaling q is cheaper than the scores
     return (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.transpose(-2, -1)
 
@@ -307,6 +314,5 @@ def _attention_unchecked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                          mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """`scaled_dot_product_attention` for inputs whose shapes, dtypes, mask and finiteness the
     caller has checked already (`multihead.MultiHeadAttention` checks its inputs once)."""
-    scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.transpose(-2, -1)  # (..., T_q, T_k)
-    weights = _masked_softmax_unchecked(scores, mask)  # (..., T_q, T_k)
+    weights = _masked_softmax_unchecked(_scaled_scores(q, k), mask)  # (..., T_q, T_k)
     return weights @ v, weights  # (..., T_q, d_v), (..., T_q, T_k)
