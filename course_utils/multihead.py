@@ -12,6 +12,9 @@ Masks follow the course's convention, as in `F.scaled_dot_product_attention`: a 
 **True = may attend**, broadcastable to (B, n_heads, T_q, T_k): (T_q, T_k) for a causal mask,
 (B, 1, 1, T_k) for padding. `torch.nn.MultiheadAttention` uses the OPPOSITE convention: its
 `attn_mask` and `key_padding_mask` are True where a query may NOT attend. Pass `~mask` there.
+
+`head_mask` (n_heads,) multiplies each head's weights: 0 switches a head off, 1 keeps it
+(unit 08 switches heads off one at a time to see which ones a model can do without).
 """
 
 from __future__ import annotations
@@ -56,8 +59,9 @@ class MultiHeadAttention(nn.Module):
     of learned projections of the queries, keys and values; W^O mixes what they found.
 
     forward(query (B, T_q, d_model), key (B, T_k, d_model), value (B, T_k, d_model),
-    mask bool broadcastable to (B, n_heads, T_q, T_k), True = may attend)
-    -> (output (B, T_q, d_model), weights (B, n_heads, T_q, T_k)).
+    mask bool broadcastable to (B, n_heads, T_q, T_k), True = may attend, head_mask
+    (n_heads,) float, 0 = head switched off) -> (output (B, T_q, d_model), weights
+    (B, n_heads, T_q, T_k), times head_mask when one is given).
     A query whose every key is masked gets zero weights and the output bias alone.
     """
 
@@ -75,10 +79,11 @@ class MultiHeadAttention(nn.Module):
         self.w_o = nn.Linear(d_model, d_model, bias=bias)  # W^O
 
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                mask: torch.Tensor | None = None, head_mask: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
         self._require_inputs(query, key, value)
         k, v = self.keys_values(key, value)  # (B, n_heads, T_k, d_k) each
-        return self.attend(query, k, v, mask)
+        return self.attend(query, k, v, mask, head_mask)
 
     def keys_values(self, key: torch.Tensor, value: torch.Tensor
                     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -89,7 +94,8 @@ class MultiHeadAttention(nn.Module):
         return k, v
 
     def attend(self, query: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-               mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+               mask: torch.Tensor | None = None, head_mask: torch.Tensor | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
         """query (B, T_q, d_model) against projected keys and values from `keys_values`,
         (B, n_heads, T_k, d_k) -> (output (B, T_q, d_model), weights (B, n_heads, T_q, T_k))."""
         require_finite(query, "query")
@@ -97,8 +103,18 @@ class MultiHeadAttention(nn.Module):
             shape = (query.shape[0], self.n_heads, query.shape[1], k.shape[-2])
             require_mask(mask, "mask", shape, broadcast=True)
         q = split_heads(self.w_q(query), self.n_heads)  # (B, n_heads, T_q, d_k)
-        # heads (B, n_heads, T_q, d_k), weights (B, n_heads, T_q, T_k)
-        heads, weights = _attention_unchecked(q, k, v, mask)
+        if head_mask is None:
+            # heads (B, n_heads, T_q, d_k), weights (B, n_heads, T_q, T_k)
+            heads, weights = _attention_unchecked(q, k, v, mask)
+        else:
+            require_float_tensor(head_mask, "head_mask", f"({self.n_heads},)", ndim=1)
+            if head_mask.shape != (self.n_heads,):
+                raise ValueError(f"head_mask must have shape (n_heads,) = ({self.n_heads},); "
+                                 f"got {shape_str(head_mask.shape)}")
+            require_finite(head_mask, "head_mask")
+            _, weights = _attention_unchecked(q, k, v, mask)
+            weights = weights * head_mask[:, None, None]  # (B, n_heads, T_q, T_k)
+            heads = weights @ v  # (B, n_heads, T_q, d_k)
         return self.w_o(merge_heads(heads)), weights  # (B, T_q, d_model)
 
     def _require_inputs(self, query, key, value) -> None:

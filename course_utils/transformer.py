@@ -39,6 +39,7 @@ from course_utils._checks import (
     require_ids,
     require_int,
     require_number_in,
+    require_positive_number,
     shape_str,
 )
 from course_utils.data.translation import vocabulary_sizes
@@ -119,29 +120,30 @@ class EncoderLayer(nn.Module):
     """Self-attention and feed-forward, each inside a residual connection with LayerNorm.
 
     forward(x (B, S, d_model), mask bool broadcastable to (B, n_heads, S, S), True = may
-    attend) -> (x (B, S, d_model), weights (B, n_heads, S, S)).
+    attend, head_mask (n_heads,) 0 = head off) -> (x (B, S, d_model), weights (B, n_heads, S, S)).
     Dropout (off by default) acts on each sub-layer's output and inside the feed-forward
     network; unlike PyTorch's layer, none acts on the attention weights.
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0,
-                 norm_first: bool = False, activation: str = "relu"):
+                 norm_first: bool = False, activation: str = "relu", eps: float = 1e-5):
         super().__init__()
         _check_layer_sizes(d_model, n_heads, d_ff, dropout, norm_first)
+        require_positive_number(eps, "eps")
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads)
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
-        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model, eps), nn.LayerNorm(d_model, eps)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
+                head_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         if self.norm_first:
             h = self.norm1(x)
-            a, weights = self.self_attn(h, h, h, mask)
+            a, weights = self.self_attn(h, h, h, mask, head_mask)
             x = x + self.dropout(a)
             return x + self.dropout(self.ff(self.norm2(x))), weights
-        a, weights = self.self_attn(x, x, x, mask)
+        a, weights = self.self_attn(x, x, x, mask, head_mask)
         x = self.norm1(x + self.dropout(a))
         return self.norm2(x + self.dropout(self.ff(x))), weights
 
