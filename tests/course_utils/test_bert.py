@@ -275,7 +275,7 @@ def test_pretraining_heads_tie_the_token_embeddings_and_train():
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    assert float(loss) < 0.5 * float(first)
+    assert loss.item() < 0.5 * first.item()
     assert set(parts) == {"mlm", "nsp"}
     token = model.bert.embeddings.token.weight
     assert token.grad is not None and token.grad.abs().sum() > 0  # used by the MLM head too
