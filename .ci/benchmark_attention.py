@@ -8,14 +8,22 @@ with the per-head weights the course's module returns, and without weights (PyTo
 kernel). Then one training step (forward, cross-entropy, backward, Adam) of the course's
 `transformer.Transformer` divided by that of the same model around `torch.nn.Transformer`
 (B = 32, S = T = 32, d_model = 128, 8 heads, d_ff = 512, 2 + 2 layers, V = 1000, padding and
-causal masks). Medians of several runs, after a warm-up. Prints figures; asserts nothing.
+causal masks). Last, MiniLM-L6's forward pass in the course's `bert.Bert` divided by that of
+`transformers`' BertModel (eager attention, which returns the weights as ours does) on the same
+weights and input (B = 16 sentences padded to T = 64, float32, no gradient). Medians of
+several runs, after a warm-up. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
 
+import statistics
+import time
+
 import torch
 import torch.nn as nn
+from transformers import BertModel
 
+from course_utils.bert import load_minilm, minilm_files
 from course_utils.data.vocab import PAD_ID
 from course_utils.multihead import MultiHeadAttention
 from course_utils.positional import sinusoidal_encoding
@@ -121,6 +129,37 @@ def transformer_step_ratio() -> None:
           f"{mark}")
 
 
+def minilm_forward_ratio() -> None:
+    B, T = 16, 64
+    ours = load_minilm()
+    theirs = BertModel.from_pretrained(str(minilm_files().config.parent),
+                                       attn_implementation="eager").eval()
+    gen = torch.Generator().manual_seed(0)
+    lengths = torch.randint(T // 2, T + 1, (B,), generator=gen)
+    keep = padding_mask(lengths, T)  # (B, T) True at real tokens
+    ids = torch.randint(1000, 30000, (B, T), generator=gen).masked_fill(~keep, 0)
+    ids[:, 0] = 101  # [CLS]
+    # the two alternate, call by call, so that a load on the machine weighs on both alike
+    times = {"ours": [], "theirs": []}
+    with torch.no_grad():
+        for i in range(REPEATS + 3):
+            for name, run in (("ours", lambda: ours(ids, attention_mask=keep)),
+                              ("theirs", lambda: theirs(input_ids=ids, attention_mask=keep.long(),
+                                                        output_attentions=True))):
+                start = time.perf_counter()
+                run()
+                if i >= 3:  # after a warm-up
+                    times[name].append(time.perf_counter() - start)
+    times = {name: statistics.median(t) for name, t in times.items()}
+    ratio = times["ours"] / times["theirs"]
+    mark = "ok" if ratio <= GOAL else f"over the goal of {GOAL}"
+    print(f"MiniLM-L6 forward (attention weights returned), B={B} T={T}, float32, no gradient")
+    print(f"  course_utils.bert                   {times['ours'] * 1e3:8.1f} ms")
+    print(f"  transformers BertModel (eager)      {times['theirs'] * 1e3:8.1f} ms   ratio "
+          f"{ratio:4.2f}  {mark}")
+
+
 if __name__ == "__main__":
     main()
     transformer_step_ratio()
+    minilm_forward_ratio()
