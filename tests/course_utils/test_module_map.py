@@ -10,7 +10,8 @@ import course_utils
 PACKAGE = Path(course_utils.__file__).parent
 TEACHING = ["_checks", "attention", "bow", "seq2seq", "attention_decoder", "translator",
             "multihead", "positional", "training", "progress", "viz", "widgets", "data.vocab",
-            "data.corpus", "data.translation", "data.pointer", "pointer_model"]
+            "data.corpus", "data.translation", "data.pointer", "pointer_model", "transformer",
+            "tokenization", "bert", "analysis", "data.stories"]
 
 
 def path_of(module: str) -> Path:
@@ -21,6 +22,9 @@ def imports(module: str) -> tuple[set[str], list[int]]:
     """The course_utils modules `module` imports at the top, and the lines of any import
     inside a function or class."""
     tree = ast.parse(path_of(module).read_text())
+    # a module-level try: (an optional package) is still the top of the file
+    at_top = list(tree.body) + [n for t in tree.body if isinstance(t, ast.Try)
+                                for n in [*t.body, *(s for h in t.handlers for s in h.body)]]
     top, nested = set(), []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Import | ast.ImportFrom):
@@ -30,7 +34,7 @@ def imports(module: str) -> tuple[set[str], list[int]]:
             names = [f"course_utils.{a.name}" for a in node.names]
         ours = {n.removeprefix("course_utils.") for n in names
                 if n and n.startswith("course_utils")}
-        if node in tree.body:
+        if node in at_top:
             top |= {n for n in ours if path_of(n).exists()}
         else:
             nested.append(node.lineno)
