@@ -1,6 +1,11 @@
 """Plots for the course: attention heatmaps and accuracy curves.
 
     attention_heatmap         one attention matrix, queries down the side, keys along the bottom
+    attention_lines           the same matrix as lines from each query to the keys it attends
+                              to (queries on the left, keys on the right; bertviz's "head view")
+    head_heatmap              one number per (layer, head): layers down the side, heads along
+                              the bottom (a statistic, an accuracy, the effect of switching a
+                              head off)
     accuracy_by_length_plot   accuracy per length bucket, one line per model
 
 Plotting lives here and never inside model code: models return their attention weights,
@@ -13,11 +18,13 @@ from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.collections import LineCollection
+from matplotlib.colors import to_rgba
 from matplotlib.ticker import PercentFormatter
 
 from course_utils._checks import require_fraction, require_int, require_labels, require_matrix
 
-__all__ = ["accuracy_by_length_plot", "attention_heatmap"]
+__all__ = ["accuracy_by_length_plot", "attention_heatmap", "attention_lines", "head_heatmap"]
 
 
 def attention_heatmap(
@@ -66,6 +73,117 @@ def attention_heatmap(
                 ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8, color=color)
     if colorbar:
         ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="attention weight")
+    return ax
+
+
+def attention_lines(
+    weights,
+    query_tokens: Sequence[str],
+    key_tokens: Sequence[str],
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+    min_weight: float = 0.02,
+    query: int | None = None,
+    color: str = "tab:blue",
+) -> plt.Axes:
+    """Draw an attention matrix as lines: the query tokens in a column on the left, the key
+    tokens in a column on the right, and a line from query i to key j whose opacity is
+    sqrt(alpha_ij) (so that weights of 0.1-0.3 stay visible) and whose width grows with
+    alpha_ij, as in the "head view" of bertviz (Vig, 2019). Lines of weight below
+    `min_weight` are left out.
+
+    weights: (T_q, T_k) tensor or array, rows = queries; query_tokens: T_q labels;
+    key_tokens: T_k labels. query: draw only the lines of that query row (its label in bold),
+    or None for every row. The lines are one LineCollection, `ax.collections[0]`, with one
+    segment ((0, -i), (1, -j)) per line drawn. Returns the Axes.
+    """
+    matrix = require_matrix(weights)
+    n_q, n_k = matrix.shape
+    query_tokens = require_labels(query_tokens, n_q, "query_tokens", "row", matrix.shape,
+                                  owner="weights are")
+    key_tokens = require_labels(key_tokens, n_k, "key_tokens", "column", matrix.shape,
+                                owner="weights are")
+    min_weight = require_fraction(min_weight, "min_weight", what="a weight")
+    if query is not None:
+        query = require_int(query, "query", low=0, high=n_q - 1)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(3.2, min(1.0 + 0.3 * max(n_q, n_k), 12.0)))
+    rows = range(n_q) if query is None else [query]
+    segments, colors, widths = [], [], []
+    red, green, blue, _ = to_rgba(color)
+    for i in rows:
+        for j in range(n_k):
+            w = float(matrix[i, j])
+            if w >= min_weight and w > 0:
+                segments.append(((0.0, -i), (1.0, -j)))
+                colors.append((red, green, blue, min(w, 1.0) ** 0.5))
+                widths.append(0.8 + 4.0 * min(w, 1.0))
+    ax.add_collection(LineCollection(segments, colors=colors, linewidths=widths))
+    for i, token in enumerate(query_tokens):
+        ax.text(-0.04, -i, token, ha="right", va="center", fontsize=9,
+                fontweight="bold" if i == query else "normal")
+    for j, token in enumerate(key_tokens):
+        ax.text(1.04, -j, token, ha="left", va="center", fontsize=9)
+    ax.set_xlim(-0.6, 1.6)
+    ax.set_ylim(-max(n_q, n_k) + 0.5, 0.5)
+    ax.set_xticks([0, 1], labels=["queries", "keys"])
+    ax.set_yticks([])
+    for side in ("left", "right", "top", "bottom"):
+        ax.spines[side].set_visible(False)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def head_heatmap(
+    values,
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+    label: str | None = None,
+    fmt: str = ".2f",
+    annotate: bool = True,
+    cmap: str = "viridis",
+    vmin: float | None = None,
+    vmax: float | None = None,
+    centre: bool = False,
+    colorbar: bool = True,
+) -> plt.Axes:
+    """Draw one number per attention head: row l is layer l, column h is head h (both
+    counted from 0, as the tensors index them).
+
+    values: (L, n_heads) tensor or array, e.g. attention_to_tokens(...) or each_head_off(...).
+    label: the colour bar's label; fmt: the format of the number written in each cell
+    (annotate=False writes none); vmin, vmax: the ends of the colour scale (default: the
+    smallest and largest value); centre=True: a diverging scale (blue below 0, red above)
+    symmetric about 0, for changes. Returns the Axes.
+    """
+    matrix = require_matrix(values)
+    n_layers, n_heads = matrix.shape
+    if ax is None:
+        _, ax = plt.subplots(figsize=(min(2.0 + 0.55 * n_heads, 14.0),
+                                      min(1.2 + 0.42 * n_layers, 10.0)))
+    if centre:
+        bound = max(float(np.abs(matrix).max()), 1e-12)
+        vmin, vmax, cmap = -bound if vmin is None else vmin, bound if vmax is None else vmax, \
+            "RdBu_r" if cmap == "viridis" else cmap
+    image = ax.imshow(matrix, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    ax.set_xticks(range(n_heads))
+    ax.set_yticks(range(n_layers))
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
+    if title:
+        ax.set_title(title)
+    if annotate:
+        low, high = image.get_clim()
+        for layer in range(n_layers):
+            for head in range(n_heads):
+                value = matrix[layer, head]
+                share = (value - low) / (high - low) if high > low else 0.5
+                dark = abs(share - 0.5) > 0.3 if centre else share < 0.6
+                ax.text(head, layer, format(value, fmt), ha="center", va="center",
+                        fontsize=7, color="white" if dark else "black")
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=label or "")
     return ax
 
 

@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from course_utils.viz import accuracy_by_length_plot, attention_heatmap
+from course_utils.viz import (
+    accuracy_by_length_plot,
+    attention_heatmap,
+    attention_lines,
+    head_heatmap,
+)
 
 plt.switch_backend("Agg")  # also when MPLBACKEND is not set
 
@@ -217,3 +222,119 @@ def test_length_plot_draws_on_the_axes_it_is_given():
 def test_length_plot_rejects_bad_input(results, message):
     with pytest.raises(ValueError, match=message):
         accuracy_by_length_plot(results)
+
+
+# ------------------------------------------------------------------------ attention_lines
+
+LINE_WEIGHTS = np.array([[0.5, 0.5, 0.0], [0.01, 0.09, 0.9]])  # 2 queries x 3 keys
+
+
+def drawn_lines(ax):
+    """{(query, key): opacity} of the lines attention_lines drew."""
+    (lines,) = ax.collections
+    return {(int(-seg[0][1]), int(-seg[1][1])): float(color[3])
+            for seg, color in zip(lines.get_segments(), lines.get_colors(), strict=True)}
+
+
+def test_lines_join_each_query_to_the_keys_it_attends_to_with_opacity_sqrt_weight():
+    ax = attention_lines(LINE_WEIGHTS, QUERIES, KEYS, min_weight=0.02)
+    lines = drawn_lines(ax)
+    # 0.0 and 0.01 are below min_weight: no line
+    assert set(lines) == {(0, 0), (0, 1), (1, 1), (1, 2)}
+    for (i, j), opacity in lines.items():
+        assert opacity == pytest.approx(LINE_WEIGHTS[i, j] ** 0.5)
+    segments = ax.collections[0].get_segments()
+    assert all(seg[0][0] == 0.0 and seg[1][0] == 1.0 for seg in segments)  # queries left
+
+
+def test_lines_show_query_tokens_on_the_left_and_key_tokens_on_the_right():
+    ax = attention_lines(LINE_WEIGHTS, QUERIES, KEYS)
+    left = [t.get_text() for t in ax.texts if t.get_position()[0] < 0.5]
+    right = [t.get_text() for t in ax.texts if t.get_position()[0] > 0.5]
+    assert left == QUERIES and right == KEYS
+
+
+def test_lines_of_one_query_only_and_its_label_in_bold():
+    ax = attention_lines(LINE_WEIGHTS, QUERIES, KEYS, query=1)
+    assert set(drawn_lines(ax)) == {(1, 1), (1, 2)}
+    bold = [t.get_text() for t in ax.texts if t.get_fontweight() == "bold"]
+    assert bold == ["cat"]
+
+
+def test_lines_with_min_weight_zero_still_skip_zero_weights():
+    ax = attention_lines(LINE_WEIGHTS, QUERIES, KEYS, min_weight=0.0)
+    assert set(drawn_lines(ax)) == {(0, 0), (0, 1), (1, 0), (1, 1), (1, 2)}
+
+
+def test_lines_draw_on_the_axes_they_are_given_with_a_title():
+    fig, given = plt.subplots()
+    assert attention_lines(LINE_WEIGHTS, QUERIES, KEYS, ax=given, title="head 3") is given
+    assert given.get_title() == "head 3" and plt.get_fignums() == [fig.number]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        pytest.param({"query_tokens": ["a"]}, r"query_tokens must have one label per row",
+                     id="too-few-queries"),
+        pytest.param({"key_tokens": KEYS[:2]}, r"key_tokens must have one label per column",
+                     id="too-few-keys"),
+        pytest.param({"weights": np.ones((2, 3, 1))}, r"\(T_q, T_k\)", id="3d"),
+        pytest.param({"min_weight": 1.5}, r"min_weight must be a weight in \[0, 1\]",
+                     id="min-weight-above-1"),
+        pytest.param({"query": 2}, r"query must be an int in \[0, 1\]; got 2",
+                     id="query-off-the-end"),
+        pytest.param({"query": -1}, r"query must be an int in \[0, 1\]", id="negative-query"),
+    ],
+)
+def test_lines_reject_bad_input(kwargs, message):
+    arguments = {"weights": LINE_WEIGHTS, "query_tokens": QUERIES, "key_tokens": KEYS,
+                 **kwargs}
+    with pytest.raises(ValueError, match=message):
+        attention_lines(**arguments)
+
+
+# ------------------------------------------------------------------------ head_heatmap
+
+PER_HEAD = np.array([[0.1, 0.5, 0.9], [0.2, 0.0, 0.4]])  # 2 layers x 3 heads
+
+
+def test_head_heatmap_puts_layers_down_the_side_and_heads_along_the_bottom():
+    ax = head_heatmap(PER_HEAD, title="to [CLS]", label="mass")
+    np.testing.assert_allclose(np.asarray(ax.images[0].get_array()), PER_HEAD)
+    assert list(ax.get_xticks()) == [0, 1, 2] and list(ax.get_yticks()) == [0, 1]
+    assert ax.get_xlabel() == "head" and ax.get_ylabel() == "layer"
+    assert ax.get_title() == "to [CLS]"
+    assert ax.figure.axes[-1].get_ylabel() == "mass"  # the colour bar
+
+
+def test_head_heatmap_writes_each_value_in_its_cell_in_the_given_format():
+    ax = head_heatmap(torch.tensor(PER_HEAD), fmt=".0%", colorbar=False)
+    cells = {tuple(t.get_position()): t.get_text() for t in ax.texts}
+    assert cells[(2, 0)] == "90%" and cells[(1, 1)] == "0%" and len(cells) == 6
+    assert not head_heatmap(PER_HEAD, annotate=False).texts
+
+
+def test_head_heatmap_centred_scale_is_symmetric_about_zero_and_diverging():
+    ax = head_heatmap(PER_HEAD - 0.3, centre=True)
+    low, high = ax.images[0].get_clim()
+    assert low == pytest.approx(-0.6) and high == pytest.approx(0.6)
+    assert ax.images[0].get_cmap().name == "RdBu_r"
+
+
+def test_head_heatmap_keeps_given_colour_limits():
+    ax = head_heatmap(PER_HEAD, vmin=0.0, vmax=1.0)
+    assert ax.images[0].get_clim() == (0.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        pytest.param(np.ones(3), r"2-d matrix", id="1d"),
+        pytest.param(np.ones((2, 3, 4)), r"2-d matrix", id="3d"),
+        pytest.param([[0.1, float("nan")]], "NaN", id="nan"),
+    ],
+)
+def test_head_heatmap_rejects_bad_input(values, message):
+    with pytest.raises(ValueError, match=message):
+        head_heatmap(values)

@@ -1,6 +1,6 @@
-"""Tests for course_utils.widgets: the temperature explorer builds without a browser (Agg),
-moving its slider redraws with the new weights, it leaves a PNG for static readers, and bad
-input raises a ValueError that says what was expected."""
+"""Tests for course_utils.widgets: the temperature explorer and the attention explorer build
+without a browser (Agg), moving their controls redraws with the new weights, they leave a PNG
+for static readers, and bad input raises a ValueError that says what was expected."""
 
 import base64
 import math
@@ -11,7 +11,15 @@ import pytest
 import torch
 
 from course_utils.attention import masked_softmax
-from course_utils.widgets import TemperatureExplorer, row_entropy, temperature_explorer
+from course_utils.bert import Bert, BertConfig, load_minilm, minilm_files
+from course_utils.tokenization import WordPiece
+from course_utils.widgets import (
+    AttentionExplorer,
+    TemperatureExplorer,
+    attention_explorer,
+    row_entropy,
+    temperature_explorer,
+)
 
 matplotlib.use("Agg")  # also when MPLBACKEND is not set
 
@@ -163,3 +171,215 @@ def test_update_rejects_temperatures_outside_the_range(tau):
     assert explorer.tau == 1.0  # unchanged
     np.testing.assert_allclose(shown_weights(explorer), masked_softmax(SCORES.double()).numpy(),
                                rtol=1e-6)
+
+
+# ----------------------------------------------------------------------------- attention explorer
+
+def random_maps(L=3, B=2, n_heads=4, T_q=6, T_k=6, seed=0):
+    """L attention maps (B, n_heads, T_q, T_k) whose rows sum to 1, all different."""
+    generator = torch.Generator().manual_seed(seed)
+    return tuple(torch.softmax(3 * torch.randn(B, n_heads, T_q, T_k, generator=generator), -1)
+                 for _ in range(L))
+
+
+MAPS = random_maps()
+SENTENCES = [["[CLS]", "tom", "saw", "her", ".", "[SEP]"],  # 6 tokens: no padding
+             ["[CLS]", "she", "ran", "[SEP]"]]              # 4 tokens: 2 of padding
+
+
+def heatmap_of(explorer: AttentionExplorer) -> np.ndarray:
+    return np.asarray(explorer.heatmap_ax.images[0].get_array())
+
+
+def lines_of(explorer: AttentionExplorer) -> set[tuple[int, int]]:
+    """The (query, key) pairs joined by a line in the explorer's line view."""
+    (lines,) = explorer.lines_ax.collections
+    return {(int(-seg[0][1]), int(-seg[1][1])) for seg in lines.get_segments()}
+
+
+def test_attention_explorer_builds_headless_on_layer_0_head_0_sentence_0():
+    explorer = attention_explorer(MAPS, SENTENCES)
+    assert (explorer.layer, explorer.head, explorer.sentence, explorer.query) == (0, 0, 0, None)
+    expected = MAPS[0][0, 0].double()
+    torch.testing.assert_close(explorer.weights, expected)
+    np.testing.assert_allclose(heatmap_of(explorer), expected.numpy(), rtol=1e-6)
+    assert [t.get_text() for t in explorer.heatmap_ax.get_xticklabels()] == SENTENCES[0]
+    assert lines_of(explorer) == {(i, j) for i in range(6) for j in range(6)
+                                  if expected[i, j] >= 0.02}
+    assert explorer.layer_slider.max == 2
+    assert [v for _, v in explorer.head_dropdown.options] == [0, 1, 2, 3, "mean"]
+
+
+@pytest.mark.parametrize(("layer", "head"), [(2, 1), (1, 3)])
+def test_moving_layer_and_head_controls_redraws_that_map(layer, head):
+    explorer = attention_explorer(MAPS, SENTENCES)
+    explorer.layer_slider.value = layer  # what a user does in the browser
+    explorer.head_dropdown.value = head
+    assert (explorer.layer, explorer.head) == (layer, head)
+    torch.testing.assert_close(explorer.weights, MAPS[layer][0, head].double())
+    np.testing.assert_allclose(heatmap_of(explorer), MAPS[layer][0, head].numpy(), rtol=1e-6)
+    assert f"layer {layer}, head {head}" in explorer.heatmap_ax.get_title()
+
+
+def test_the_mean_of_heads_is_a_choice_of_the_head_menu():
+    explorer = attention_explorer(MAPS, SENTENCES, layer=1)
+    explorer.head_dropdown.value = "mean"
+    torch.testing.assert_close(explorer.weights, MAPS[1][0].double().mean(0))
+    assert "mean of heads" in explorer.heatmap_ax.get_title()
+
+
+def test_another_sentence_is_cut_to_its_own_tokens_and_resets_the_query():
+    explorer = attention_explorer(MAPS, SENTENCES, query=2)
+    explorer.sentence_dropdown.value = 1
+    assert explorer.sentence == 1 and explorer.query is None
+    assert explorer.weights.shape == (4, 4)  # the padding rows and columns are left out
+    torch.testing.assert_close(explorer.weights, MAPS[0][1, 0, :4, :4].double())
+    assert [label for label, _ in explorer.query_dropdown.options] == [
+        "every query", "0: [CLS]", "1: she", "2: ran", "3: [SEP]"]
+    assert [t.get_text() for t in explorer.heatmap_ax.get_yticklabels()] == SENTENCES[1]
+
+
+def test_choosing_a_query_draws_only_its_lines_and_frames_its_row():
+    explorer = attention_explorer(MAPS, SENTENCES)
+    explorer.query_dropdown.value = 3
+    assert explorer.query == 3
+    assert lines_of(explorer) == {(3, j) for j in range(6) if MAPS[0][0, 0, 3, j] >= 0.02}
+    assert len(explorer.heatmap_ax.patches) == 1  # the frame around row 3
+    explorer.query_dropdown.value = -1  # "every query"
+    assert explorer.query is None and len(lines_of(explorer)) > 6
+
+
+def test_update_from_code_moves_the_controls():
+    explorer = attention_explorer(MAPS, SENTENCES)
+    explorer.update(layer=2, head="mean", sentence=1, query=1)
+    assert explorer.layer_slider.value == 2 and explorer.head_dropdown.value == "mean"
+    assert explorer.sentence_dropdown.value == 1 and explorer.query_dropdown.value == 1
+    explorer.update(head=0)  # the rest stays
+    assert (explorer.layer, explorer.sentence, explorer.query) == (2, 1, 1)
+    torch.testing.assert_close(explorer.weights, MAPS[2][1, 0, :4, :4].double())
+
+
+def test_several_kinds_of_maps_get_buttons_to_switch_between_them():
+    other = random_maps(seed=1)
+    explorer = attention_explorer({"raw": MAPS, "norm": other}, SENTENCES, layer=1, head=2)
+    assert explorer.view == "raw" and list(explorer.view_buttons.options) == ["raw", "norm"]
+    explorer.view_buttons.value = "norm"
+    torch.testing.assert_close(explorer.weights, other[1][0, 2].double())
+    assert explorer.heatmap_ax.get_title().startswith("norm: layer 1, head 2")
+    assert "view='norm'" in repr(explorer)
+    assert attention_explorer(MAPS, SENTENCES).view_buttons is None
+
+
+def test_cross_attention_maps_with_their_own_key_tokens():
+    maps = random_maps(L=2, B=1, T_q=3, T_k=5)
+    explorer = attention_explorer(maps, ["2", "4", "<end>"],
+                                  key_tokens=["four", "and", "twenty", "<pad>", "<pad>"][:4])
+    assert explorer.weights.shape == (3, 4)
+    assert [t.get_text() for t in explorer.heatmap_ax.get_xticklabels()] == [
+        "four", "and", "twenty", "<pad>"]
+
+
+def test_it_works_on_the_attentions_of_a_course_bert():
+    torch.manual_seed(0)
+    model = Bert(BertConfig(vocab_size=30, d_model=16, n_layers=2, n_heads=2, d_ff=32)).eval()
+    ids = torch.tensor([[2, 5, 6, 7, 3], [2, 8, 3, 0, 0]])
+    keep = ids != 0
+    with torch.no_grad():
+        out = model(ids, attention_mask=keep)
+    tokens = [["[CLS]", "a", "b", "c", "[SEP]"], ["[CLS]", "d", "[SEP]"]]
+    explorer = attention_explorer(out.attentions, tokens, layer=1, head=1, sentence=1)
+    torch.testing.assert_close(explorer.weights, out.attentions[1][1, 1, :3, :3].double())
+    torch.testing.assert_close(explorer.weights.sum(-1), torch.ones(3, dtype=torch.float64))
+
+
+def test_it_works_on_minilm_with_the_course_tokenizer():
+    model = load_minilm()
+    tokenizer = WordPiece.from_vocab_file(minilm_files().vocab)
+    texts = ["mary gave tom a red ball .", "he ran ."]
+    ids, segments, keep = tokenizer.encode_batch(texts)
+    with torch.no_grad():
+        out = model(ids, segments, keep)
+    tokens = [["[CLS]", *tokenizer.tokenize(t), "[SEP]"] for t in texts]
+    explorer = attention_explorer(out.attentions, tokens, layer=5, head=11, sentence=1)
+    assert explorer.n_layers == 6 and explorer.n_heads == 12
+    torch.testing.assert_close(explorer.weights, out.attentions[5][1, 11, :5, :5].double())
+    assert [t.get_text() for t in explorer.heatmap_ax.get_xticklabels()] == [
+        "[CLS]", "he", "ran", ".", "[SEP]"]
+
+
+def test_attention_explorer_leaves_a_png_and_a_stable_text_for_readers_without_widgets():
+    explorer = attention_explorer(MAPS, SENTENCES)
+    bundle = explorer._repr_mimebundle_()
+    assert base64.b64decode(bundle["image/png"]).startswith(PNG_MAGIC)
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert bundle["text/plain"] == ("AttentionExplorer(layer=0, head=0, sentence=0, query=None; "
+                                    "3 layers x 4 heads, 2 sentences)")
+    first_png = bundle["image/png"]
+    explorer.update(layer=1)
+    bundle = explorer._repr_mimebundle_()
+    assert bundle["image/png"] != first_png, "the PNG must follow the controls"
+    live = explorer._output.outputs  # what the widget shows in JupyterLab
+    assert len(live) == 1 and live[0]["data"]["image/png"] == bundle["image/png"]
+
+
+def test_one_sentence_may_be_given_as_a_plain_list_of_tokens():
+    maps = random_maps(L=1, B=1, T_q=4, T_k=4)[0]  # one tensor: one layer
+    explorer = attention_explorer(maps, ["[CLS]", "a", "b", "[SEP]"])
+    assert explorer.n_layers == 1 and explorer.tokens == [["[CLS]", "a", "b", "[SEP]"]]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        pytest.param({"attentions": ()}, r"tuple or list of L tensors .* of length 0",
+                     id="no-layers"),
+        pytest.param({"attentions": MAPS[0][0]}, r"attentions\[0\] must have 4 dimension",
+                     id="3-d-map"),
+        pytest.param({"attentions": (MAPS[0], MAPS[1][:, :2])},
+                     r"attentions\[1\] must have the shape of attentions\[0\]",
+                     id="layers-of-different-shapes"),
+        pytest.param({"attentions": (MAPS[0], torch.full((2, 4, 6, 6), float("nan")))},
+                     r"attentions\[1\] contains NaN", id="nan"),
+        pytest.param({"attentions": tuple(m.long() for m in MAPS)}, r"floating-point",
+                     id="integer-maps"),
+        pytest.param({"attentions": {}}, r"at least one kind of maps", id="empty-mapping"),
+        pytest.param({"attentions": {"raw": MAPS, "other": random_maps(L=2)}},
+                     r"same number of layers and shape", id="views-that-differ"),
+        pytest.param({"tokens": SENTENCES[:1]}, r"tokens must hold B = 2 lists", id="one-list"),
+        pytest.param({"tokens": "tom saw her"}, r"tokens must be a list of B = 2 lists",
+                     id="a-string"),
+        pytest.param({"tokens": [SENTENCES[0] + ["extra"], SENTENCES[1]]},
+                     r"tokens\[0\] must hold 1 to 6 tokens.* got 7", id="too-many-tokens"),
+        pytest.param({"tokens": [SENTENCES[0], []]}, r"tokens\[1\] must hold 1 to 6 tokens",
+                     id="empty-sentence"),
+        pytest.param({"attentions": random_maps(T_k=7)}, r"not square .* pass key_tokens",
+                     id="non-square-without-key-tokens"),
+        pytest.param({"names": ["one"]}, r"names must have one label per sentence",
+                     id="too-few-names"),
+        pytest.param({"layer": 3}, r"layer must be an int in \[0, 2\]; got 3",
+                     id="layer-off-the-end"),
+        pytest.param({"head": 4}, r"head .* must be an int in \[0, 3\]; got 4",
+                     id="head-off-the-end"),
+        pytest.param({"head": "all"}, r"head .* must be an int", id="head-not-mean"),
+        pytest.param({"sentence": 2}, r"sentence must be an int in \[0, 1\]; got 2",
+                     id="sentence-off-the-end"),
+        pytest.param({"query": 6}, r"query must be an int in \[0, 5\]; got 6",
+                     id="query-off-the-end"),
+        pytest.param({"view": "norm"}, r"view must be one of \('attention',\)",
+                     id="unknown-view"),
+        pytest.param({"min_weight": -0.1}, r"min_weight must be a weight in \[0, 1\]",
+                     id="negative-min-weight"),
+    ],
+)
+def test_attention_explorer_rejects_bad_input_with_a_message(kwargs, message):
+    arguments = {"attentions": MAPS, "tokens": SENTENCES, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        attention_explorer(**arguments)
+
+
+def test_a_bad_update_changes_nothing():
+    explorer = attention_explorer(MAPS, SENTENCES, layer=1, head=2)
+    with pytest.raises(ValueError, match=r"query must be an int in \[0, 3\]"):
+        explorer.update(sentence=1, query=5)  # sentence 1 has 4 tokens
+    assert (explorer.layer, explorer.head, explorer.sentence) == (1, 2, 0)
+    torch.testing.assert_close(explorer.weights, MAPS[1][0, 2].double())
