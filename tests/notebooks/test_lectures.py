@@ -587,6 +587,117 @@ CLAIMS: dict[str, list[Claim]] = {
         Claim("without the cache, time grows more than in proportion (16 times the tokens)",
               "seconds[False][-1] / seconds[False][0]", 20.0),
     ],
+    # Values: native (AVX-512) / default code path, the lecture's seed 0 (1,800 steps of
+    # tiny_bert.PRETRAINING); in brackets, the same recipe with seeds 1 and 2 (the tokenizer,
+    # stories, weights and batches all seeded with s) on the native path. NSP's jump from
+    # chance came between steps 1,150 and 1,650 in all eight runs of this shape measured.
+    "07_bert": [
+        # 0.670 / 0.674 [seeds 1, 2: 0.651, 0.657]
+        Claim("tiny BERT: held-out MLM accuracy about two in three", "mlm", 0.58, 0.75),
+        # 6.55 / 6.58 [6.64, 6.26] (the baseline, 0.102 with seed 0, is exact)
+        Claim("MLM: some six and a half times the unigram baseline (at least twice)",
+              "mlm / baseline", 5.5, 7.5),
+        # 3.77 / 3.78 [3.52, 3.36]
+        Claim("MLM already far above the unigram line at the first evaluation (step 300)",
+              "history.metrics['mlm_accuracy'][0] / baseline", 2.5),
+        # 0.772 / 0.760 [0.745, 0.738]
+        Claim("NSP: about three pairs in four, well above chance", "nsp", 0.62, 0.88),
+        # 0.523 / 0.548 [0.533, 0.523] (400 pairs: 0.025 is one standard deviation of chance)
+        Claim("NSP at chance for the first 900 steps",
+              "max(abs(a - 0.5) for a in history.metrics['nsp_accuracy'][:3]) + 0.5", 0.5, 0.6),
+        # 0.98 / 0.98
+        Claim("fill-mask: a giver of him / her is a pronoun",
+              "min(dict(f).get('she', 0) + dict(f).get('he', 0) for f in fills[:2])", 0.9),
+        # 0.90 / 0.96 [seeds 1, 2: 0.54, 0.85]
+        Claim("fill-mask: usually the right pronoun (she for him, he for her)",
+              "(dict(fills[0]).get('she', 0) + dict(fills[1]).get('he', 0)) / 2", 0.5),
+        # 1 / 1 [1 on every seed]
+        Claim("fill-mask: apples go into a bag, a box or a basket",
+              "float({t for t, _ in fills[2][:3]} == {'bag', 'box', 'basket'})", 1.0, 1.0),
+        # 1 / 1 [1]
+        Claim("fill-mask: one sits under a tree or a bridge",
+              "float({t for t, _ in fills[3][:2]} == {'tree', 'bridge'})", 1.0, 1.0),
+        # 1 / 1 [1]
+        Claim("fill-mask: what is fed is an animal (all five guesses)",
+              "float(all(t in ('dog', 'cat', 'horse', 'bird', 'duck', 'rabbit', 'cow', 'pig', "
+              "'goat', 'chicken', 'puppy', 'kitten') for t, _ in fills[4]))", 1.0, 1.0),
+        # 0 (not in the top five) / 0 [0 - 0.19]
+        Claim("fill-mask: the kitten of sentence A not far ahead of the other animals",
+              "dict(fills[4]).get('kitten', 0)", 0.0, 0.35),
+        # 0.496 / 0.489 [0.486, 0.489] (1,000 held-out examples: +-0.016 by chance alone)
+        Claim("fine-tuned pretrained model: at chance on held-out examples",
+              "results['pretrained']['test']", 0.42, 0.58),
+        # 0.469 / 0.469 [0.499, 0.494]
+        Claim("fine-tuned from scratch: at chance on held-out examples",
+              "results['from scratch']['test']", 0.42, 0.58),
+        # 0.027 / 0.020 [0.013, 0.005]
+        Claim("pretrained vs from scratch: the difference is noise",
+              "abs(results['pretrained']['test'] - results['from scratch']['test'])", high=0.08),
+        # 0.14 / 0.14 (88% and 74% of the training set) [0.10, 0.16]
+        Claim("both learn much of the training set by heart, the pretrained one more",
+              "min(results['from scratch']['train'] - 0.6, "
+              "results['pretrained']['train'] - results['from scratch']['train'])", 0.0),
+    ],
+    # Values: native (AVX-512) / default code path; in brackets, the tiny BERT trained with seeds
+    # 1 and 2 (pretrained_tiny_bert(seed=s), the recipe of 700 steps in batches grouped by length)
+    # on the native path. MiniLM's figures are computed in float64 and compared exactly; only its
+    # float32 runs of section 5 and the tiny BERT's results are here.
+    "08_bert_attention": [
+        # 0.04 / <= 0.05 (the recipe of 1800 steps; 700 steps: -0.133 [-0.044, -0.135])
+        Claim("tiny BERT: little or no better than the baseline for determiner, object, "
+              "subject, adjective",
+              "max(tiny_relations[r]['best accuracy'] - max(tiny_relations[r]['nearest word'], "
+              "tiny_relations[r]['offset accuracy']) for r in ('determiner', 'object', "
+              "'subject', 'adjective'))", high=0.1),
+        # 0.514 / <= 0.4 (MiniLM's head 1-3: 0.973)
+        Claim("tiny BERT: antecedent for about half of the pronouns at most",
+              "tiny_relations['antecedent']['best accuracy']", 0.0, 0.7),
+        # 0.0256 / 0.0256 [0.0166, 0.0212] (a uniform row: about 0.07)
+        Claim("tiny BERT: [CLS] gets 1-3% of its attention, less than a uniform row",
+              "float(tiny_special['[CLS]'].mean())", 0.0, 0.05),
+        # 0.9375 / 0.9375 [0.9375, 0.9375]
+        Claim("tiny BERT: nearly all its maps are heterogeneous",
+              "pattern_shares(tiny_types)['heterogeneous']", 0.8, 1.0),
+        # 0.80 / 0.93: p(she) - p(he) in the first sentence, p(he) - p(she) in the second
+        Claim("tiny BERT: the right pronoun first in both sentences, with a wide margin",
+              "min(list(pronoun.values())[0][1] - list(pronoun.values())[0][0], "
+              "list(pronoun.values())[1][0] - list(pronoun.values())[1][1])", 0.3),
+        # 0.80 / 0.925
+        Claim("tiny BERT: swapping the names swings p(she) from one end to the other",
+              "abs(list(pronoun.values())[0][1] - list(pronoun.values())[1][1])", 0.4),
+        # 1 / 1
+        Claim("MiniLM ranks every triple right", "full_accuracy", 1.0, 1.0),
+        # 0.1504 / 0.1504
+        Claim("mean gap about 0.15", "full_gap", 0.13, 0.17),
+        # 1 / 1
+        Claim("no single head off changes the ranking", "float(accuracy_off.min())", 1.0, 1.0),
+        # 1 / 1
+        Claim("head 5-11 costs the most", "float(divmod(int(order[0]), n_heads) == (5, 11))",
+              1.0, 1.0),
+        # -0.149 / -0.149
+        Claim("head 5-11 costs about 15% of the gap", "float(change.min())", -0.22, -0.1),
+        # 0.8 / 0.8 (4 of 5: 5-11, 5-1, 5-9, 5-10; and 3-7)
+        Claim("most of the heads that cost more than 5% are in the last layer",
+              "sum(layer == L - 1 for layer, _ in costly) / len(costly)", 0.6, 1.0),
+        # 67 / 67
+        Claim("most heads cost less than 5% (a few matter)", "float((change > -0.05).sum())",
+              60, 71),
+        # 1.417 / 1.417
+        Claim("half of the heads off: the gap is wider than with all of them",
+              "pruned[36][1] / full_gap", 1.1, 2.0),
+        # 0.973 / 0.973
+        Claim("66 heads off: about as good as the full model", "pruned[66][1] / full_gap",
+              0.85, 1.2),
+        # 1 / 1
+        Claim("66 heads off: still every triple right", "pruned[66][0]", 1.0, 1.0),
+        # 0.917 / 0.917
+        Claim("every head off: the ranking stays mostly right", "pruned[72][0]", 0.75, 1.0),
+        # 0.383 / 0.383
+        Claim("every head off: the gap falls", "pruned[72][1] / full_gap", 0.2, 0.6),
+        # 2 / 2 (of 12)
+        Claim("role swaps: the swap is closer than the paraphrase for most anchors",
+              "float((same > other).sum())", 0, 4),
+    ],
 }
 
 
