@@ -112,3 +112,22 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+# Debian's chromium, driven by Playwright (its own browser download is never used): the
+# browser tests of the formgrader and of the widgets share it.
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    assert CHROMIUM, "chromium is not installed: `make browser` installs it (Debian/Ubuntu)"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                  "--disable-background-networking"])
+        yield browser
+        browser.close()

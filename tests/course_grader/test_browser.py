@@ -20,7 +20,6 @@ from nbgrader.api import Gradebook
 
 from course_grader.corpus import NOTEBOOK, UNIT, released, solve, write
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 TOKEN = "browser-test-token"
 
 
@@ -90,20 +89,6 @@ def course(fresh_course, tmp_path_factory):
 def server(course, tmp_path_factory):
     with jupyter("server", course, TOKEN, tmp_path_factory.mktemp("runtime")) as base:
         yield base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    assert CHROMIUM, "chromium is not installed: `make browser` installs it (Debian/Ubuntu)"
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                  "--disable-background-networking"])
-        yield browser
-        browser.close()
 
 
 def visit(browser, url: str | None = None, html: str | None = None) -> dict:

@@ -9,15 +9,12 @@ other request is refused, so the widgets are shown to work without a network).""
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import nbformat
-import pytest
 from conftest import jupyter
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 TOKEN = "widget-browser-token"
 NOTEBOOK = "explorers.ipynb"
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
@@ -55,20 +52,6 @@ def write_notebook(folder: Path) -> Path:
     path = folder / NOTEBOOK
     nbformat.write(nb, path)
     return path
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    assert CHROMIUM, "chromium is not installed: `make browser` installs it (Debian/Ubuntu)"
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                  "--disable-background-networking"])
-        yield browser
-        browser.close()
 
 
 class Watch:
