@@ -17,12 +17,14 @@ LAB_ARGS ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lab test lectures release autograde report sandbox browser feedback bench bench-autograde lock clean
+.PHONY: help setup lab test lectures tiny-bert release autograde report sandbox browser feedback bench bench-autograde lock clean
 
 help:
 	@echo "make lab        set up (if needed) and open JupyterLab on the course"
 	@echo "make test       set up (if needed) and run the whole test suite"
 	@echo "make lectures   re-execute the lecture notebooks in place (outputs are kept)"
+	@echo "make tiny-bert  pretrain unit 07's tiny BERT and write the weights unit 08 reads"
+	@echo "                (course_utils/data/tiny_bert.safetensors; about a minute)"
 	@echo "make release    regenerate exercises/ from solutions/ with nbgrader"
 	@echo "make autograde  grade every submission in submitted/<student>/<unit>/ in the sandbox"
 	@echo "                (JOBS=N in parallel; UNSAFE=1 without the sandbox)"
@@ -100,6 +102,11 @@ lectures: $(STAMP)
 		--ExecutePreprocessor.record_timing=False --ExecutePreprocessor.store_widget_state=False \
 		--ExecutePreprocessor.timeout=600 $(LECTURE)
 	$(BIN)/python -c "$$DROP_WIDGET_VIEWS" $(LECTURE)
+
+# One thread, as the lectures run: the same machine then gives lecture 07's weights exactly.
+tiny-bert: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python -c "from course_utils.tiny_bert import \
+		write_shipped_tiny_bert; print(write_shipped_tiny_bert())"
 
 release: $(STAMP)
 	@for unit in $(UNITS); do \

@@ -12,6 +12,13 @@ The recipe, one function per step (`pretrained_tiny_bert` runs them all):
     nsp_accuracy      share of pairs whose "B follows A" is told right (chance: 50%)
     fill_mask         the k most probable tokens at the one [MASK] of a text
 
+The weights of pretrained_tiny_bert(seed=0), written once by `make tiny-bert` and shipped in
+course_utils/data/tiny_bert.safetensors (unit 08 reads them rather than retrain):
+
+    load_tiny_bert            -> (model, tokenizer); refuses a file of another recipe or data
+    save_tiny_bert            weights + recipe, data_fingerprint and measured accuracies
+    write_shipped_tiny_bert   pretrain, measure on lecture 07's held-out pairs, save
+
 Fine-tuning, a head on the [CLS] vector:
 
     BertClassifier            logits (B, n_classes) = W dropout(pooled) + b
@@ -27,13 +34,18 @@ Notation: B batch, T tokens, H = d_model, L layers, A = n_heads, V vocabulary.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
 from course_utils._checks import (
     require_bool,
@@ -47,10 +59,12 @@ from course_utils.data.stories import Sentence, make_stories, nsp_pairs
 from course_utils.tokenization import WordPiece, train_wordpiece
 from course_utils.training import History, fit
 
-__all__ = ["PRETRAINING", "BertClassifier", "CachedTokenizer", "classification_accuracy",
-           "fill_mask", "fine_tune", "mlm_accuracy", "most_frequent_token", "nsp_accuracy",
-           "pretrain", "pretrained_tiny_bert", "pretraining_loss", "sentence_pair",
-           "story_texts", "story_tokenizer", "tiny_config", "unigram_accuracy"]
+__all__ = ["PRETRAINING", "SHIPPED", "BertClassifier", "CachedTokenizer",
+           "classification_accuracy", "data_fingerprint", "fill_mask", "fine_tune",
+           "load_tiny_bert", "mlm_accuracy", "most_frequent_token", "nsp_accuracy", "pretrain",
+           "pretrained_tiny_bert", "pretraining_loss", "recipe", "save_tiny_bert",
+           "sentence_pair", "story_texts", "story_tokenizer", "tiny_bert_metadata",
+           "tiny_config", "unigram_accuracy", "write_shipped_tiny_bert"]
 
 # The recipe of lectures 07 and 08: the stories, the tokenizer and the pretraining run.
 PRETRAINING = {"n_stories": 5000, "steps": 1800, "batch_size": 64, "lr": 3e-3}
@@ -293,6 +307,109 @@ def pretrained_tiny_bert(seed: int = 0, progress: bool = True, **kwargs
                        batch_size=settings["batch_size"], lr=settings["lr"], seed=seed,
                        progress=progress)
     return model, tokenizer, history
+
+
+# ----------------------------------------------------------------------------- shipped weights
+
+# The tiny BERT of pretrained_tiny_bert(seed=0), pretrained once (`make tiny-bert`) and shipped
+# with the package, so that unit 08 reads it instead of spending a minute retraining it.
+SHIPPED = Path(__file__).parent / "data" / "tiny_bert.safetensors"
+
+
+def recipe(seed: int = 0) -> dict:
+    """Everything that decides the pretrained weights: the seed and the settings of
+    PRETRAINING, TOKENIZER and TINY."""
+    return {"seed": require_int(seed, "seed", low=0), "pretraining": PRETRAINING,
+            "tokenizer": TOKENIZER, "tiny": TINY}
+
+
+def data_fingerprint(tokenizer: WordPiece, seed: int = 0) -> dict[str, str]:
+    """SHA-256 digests of what pretrained_tiny_bert(seed) learns from: the tokenizer's tokens
+    and the text of every pretraining pair. Saved weights carry them, so that a change to
+    the stories or the tokenizer that leaves `recipe` alone still shows."""
+    if not isinstance(tokenizer, WordPiece):
+        raise ValueError(f"tokenizer must be a WordPiece; got {type(tokenizer).__name__}")
+    stories = make_stories(PRETRAINING["n_stories"], seed)
+    pairs = nsp_pairs(stories, PRETRAINING["steps"] * PRETRAINING["batch_size"], seed)
+    data = "\n".join(f"{a.text}\t{b.text}\t{int(is_next)}" for a, b, is_next in pairs)
+    return {"vocab_sha256": hashlib.sha256("\n".join(tokenizer.tokens).encode()).hexdigest(),
+            "data_sha256": hashlib.sha256(data.encode()).hexdigest()}
+
+
+def save_tiny_bert(model: BertForPretraining, tokenizer: WordPiece, path, seed: int = 0,
+                   **measured: float) -> None:
+    """Write `model`'s weights to a safetensors file at `path`, with recipe(seed),
+    data_fingerprint(tokenizer, seed), the torch version and the `measured` numbers (e.g.
+    nsp_accuracy=0.77) as its metadata."""
+    _require_pretraining_model(model)
+    if len(tokenizer) != model.cfg.vocab_size:
+        raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but the model's "
+                         f"vocab_size is {model.cfg.vocab_size}")
+    metadata = {"recipe": json.dumps(recipe(seed), sort_keys=True), "torch": torch.__version__,
+                **data_fingerprint(tokenizer, seed)}
+    for name, value in measured.items():
+        metadata[name] = f"{require_positive_number(value, name, zero=True):.4f}"
+    save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(path),
+              metadata)
+
+
+def tiny_bert_metadata(path=SHIPPED) -> dict[str, str]:
+    """The metadata that save_tiny_bert wrote to `path`: recipe, torch, measured numbers."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no tiny-BERT weights at {path}; `make tiny-bert` writes them")
+    with safe_open(str(path), "pt") as f:
+        return dict(f.metadata() or {})
+
+
+def load_tiny_bert(path=SHIPPED) -> tuple[BertForPretraining, WordPiece]:
+    """-> (model in eval mode, tokenizer): the weights saved at `path` (by default the ones
+    shipped with the course) in a BertForPretraining(tiny_config(story_tokenizer(seed))).
+
+    The file must have been written with today's recipe (the metadata say which), so that
+    its model is the one pretrained_tiny_bert(seed) trains, up to the last digits that
+    another CPU changes."""
+    metadata = tiny_bert_metadata(path)
+    try:
+        made_with = json.loads(metadata["recipe"])
+    except (KeyError, json.JSONDecodeError):
+        raise ValueError(f"{path} has no recipe in its metadata: it was not written by "
+                         f"save_tiny_bert") from None
+    seed = made_with.get("seed", 0)
+    if not isinstance(seed, int) or made_with != json.loads(json.dumps(recipe(seed))):
+        raise ValueError(f"{path} was pretrained with the recipe {made_with}, but "
+                         f"course_utils.tiny_bert's recipe is now {recipe(seed)}: run "
+                         f"`make tiny-bert` to pretrain and write the weights again")
+    tokenizer = story_tokenizer(seed=seed)
+    vocab_sha = hashlib.sha256("\n".join(tokenizer.tokens).encode()).hexdigest()
+    if metadata.get("vocab_sha256") != vocab_sha:
+        raise ValueError(f"{path} was pretrained with another vocabulary than "
+                         f"story_tokenizer(seed={seed}) trains now: run `make tiny-bert` to "
+                         f"pretrain and write the weights again")
+    model = BertForPretraining(tiny_config(tokenizer))
+    state = load_file(str(path))
+    expected = model.state_dict()
+    missing, unexpected = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    if missing or unexpected:
+        raise ValueError(f"{path} does not hold the tiny BERT's weights: missing {missing}, "
+                         f"unexpected {unexpected}")
+    for name, tensor in state.items():
+        if tensor.shape != expected[name].shape:
+            raise ValueError(f"{path}: weight {name} has shape {tuple(tensor.shape)}, the "
+                             f"tiny BERT's has {tuple(expected[name].shape)}")
+    model.load_state_dict(state)
+    return model.eval(), tokenizer
+
+
+def write_shipped_tiny_bert(path=SHIPPED, progress: bool = True) -> dict[str, float]:
+    """Pretrain with pretrained_tiny_bert(seed=0), measure it on lecture 07's 1,000 held-out
+    pairs, and save it to `path` (`make tiny-bert`); -> the measured accuracies."""
+    model, tokenizer, _ = pretrained_tiny_bert(seed=0, progress=progress)
+    held_out = nsp_pairs(make_stories(500, seed=1), 1000, seed=1)  # as in lecture 07
+    measured = {"mlm_accuracy": mlm_accuracy(model, tokenizer, held_out),
+                "nsp_accuracy": nsp_accuracy(model, tokenizer, held_out)}
+    save_tiny_bert(model, tokenizer, path, seed=0, **measured)
+    return measured
 
 
 # ----------------------------------------------------------------------------- evaluation

@@ -29,7 +29,7 @@ What is here, all generated from a seed with Python's `random` (the same on ever
 
     make_stories(n)         stories to pretrain a tiny BERT on (masked words + next sentence)
     nsp_pairs(stories, n)   (A, B, is_next) pairs for next-sentence prediction
-    make_classification(n)  a fine-tuning task: whom does the pronoun mean?
+    make_classification(n)  a fine-tuning task: what kind of thing (object, food, animal)?
     analysis_sentences()    ~40 fixed sentences, and analysis_pairs() 20 fixed pairs, to
     analysis_pairs()        measure which attention heads of a real BERT follow a relation
     cross_relations(a, b)   the words of B that refer back to words of A (for the pairs)
@@ -49,12 +49,13 @@ import random
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from course_utils._checks import require_int
+from course_utils._checks import require_choice, require_int
 
 __all__ = [
     "ADJECTIVES",
     "DETERMINERS",
     "FEMALE_NAMES",
+    "KINDS",
     "MALE_NAMES",
     "NOUNS",
     "PRONOUNS",
@@ -64,6 +65,7 @@ __all__ = [
     "Story",
     "analysis_pairs",
     "analysis_sentences",
+    "classification_things",
     "cross_relations",
     "make_classification",
     "make_stories",
@@ -122,7 +124,7 @@ _ING = {  # a person was <verb>ing the thing
     "animal": ("feeding", "watching", "washing", "following"),
 }
 _GIVE = ("gave", "showed", "brought")        # a person <verb> a person a thing
-_MEET = ("met", "saw", "called", "helped", "visited")  # a person <verb> a person
+_MEET = ("met", "saw")  # a person <verb> a person
 _ANIMAL_DOES = ("followed", "found", "saw")  # the animal <verb> a person
 _GO = ("walked", "went", "ran", "came")      # ... to the place
 _STAY = ("played", "sat", "waited", "stayed")  # ... at a place
@@ -144,7 +146,7 @@ _OUTDOORS = (("under", "tree"), ("behind", "tree"), ("near", "lake"), ("by", "ri
 _TIMES = (("one", "day"), ("that", "morning"), ("this", "morning"), ("that", "evening"),
           ("every", "morning"))
 _OTHER_NOUNS = ("house", "friend")  # "lived in a small house", "her friend tom"
-_OTHER_WORDS = (".", ",", "and", "then", "but", "so", "when", "later", "home", "was", "were",
+_OTHER_WORDS = (".", ",", "and", "then", "but", "so", "when", "later", "home", "was",
                 "to", "with", "for")
 
 NOUNS = tuple(sorted({w for kind in _THINGS.values() for pair in kind.items() for w in pair
@@ -153,7 +155,7 @@ NOUNS = tuple(sorted({w for kind in _THINGS.values() for pair in kind.items() fo
 ADJECTIVES = tuple(sorted({a for kind in _ADJECTIVES.values() for a in kind}))
 VERBS = tuple(sorted({v for table in (_VERBS, _ING) for kind in table.values() for v in kind}
                      | {*_GIVE, *_MEET, *_ANIMAL_DOES, *_GO, *_STAY, *_STAY_ING, "walking",
-                        "put", "lived"}))
+                        "put", "lived", "visited"}))
 
 
 def vocabulary_words() -> list[str]:
@@ -365,7 +367,7 @@ def _ing_when(w, p, q):  # john was carrying a big box near the river when he sa
     w.location()
     w.add("when")
     s = w.person(p)
-    v = w.verb(w.rng.choice(_MEET[:2]), s)
+    v = w.verb(w.rng.choice(_MEET), s)
     w.link("object", v, w.person(q, "object"))
 
 
@@ -610,11 +612,6 @@ _CONTINUATIONS = (
 )
 
 
-# The templates about one person that can follow a first sentence in make_classification.
-_FOLLOW_UPS = (_Template(_found, 1, ()), _Template(_went_bought, 1, ()),
-               *(t for t in _CONTINUATIONS if t.people == 1))
-
-
 def _fits(template: _Template, scene: _Scene, people: int) -> bool:
     has_kind = not template.kinds or any(t.kind in template.kinds for t in scene.things)
     return template.people <= people and has_kind
@@ -706,64 +703,60 @@ def nsp_pairs(stories, n: int, seed: int = 0) -> list[tuple[Sentence, Sentence, 
     return pairs
 
 
-def _pair_intro(w, p, q):
-    """A first sentence about two people in which they can trade places: no pronoun, and
-    the same words whichever of them comes first."""
-    form = w.rng.randrange(4)
-    if form == 0:  # mary met tom in the park .
-        s = w.person(p)
-        v = w.verb(w.rng.choice(_MEET), s)
-        w.link("object", v, w.person(q, "object"))
-        w.location()
-        return
-    if form == 3:
-        w.time()
-    s1 = w.person(p)
-    w.add("and")
-    s2 = w.person(q)
-    if form == 1:  # tom and mary found a little kitten near the lake .
-        v = w.add("found")
-        w.link("object", v, w.new(w.scene.new_thing(w.rng, w.rng.choice(_ANY))))
-        w.location()
-    elif form == 2:  # tom and mary were eating some apples on the farm .
-        thing = w.scene.new_thing(w.rng, w.rng.choice(_ANY))
-        v = w.add("were " + w.rng.choice(_ING[thing.kind]))
-        w.link("object", v, w.new(thing))
-        w.location()
-    else:  # one day , tom and mary went to the market .
-        v = w.add(w.rng.choice(_GO[:2]))
-        w.place("to", w.rng.choice(_DESTINATIONS))
-    w.link("subject", v, s1)
-    w.link("subject", v, s2)
+KINDS = ("object", "food", "animal")  # the labels of make_classification: 0, 1, 2
 
 
-def make_classification(n: int, seed: int = 0) -> list[tuple[str, int]]:
-    """`n` examples (text, label) of a task for fine-tuning: whom does the pronoun mean?
+def classification_things(things: str = "seen") -> dict[str, tuple[str, ...]]:
+    """The nouns that make_classification writes, by kind: every other singular noun of
+    each kind in alphabetical order for things="seen", the others for things="unseen".
+    No noun is in both: {"object": ("bag", "basket", ...), "food": ("apple", ...), ...}."""
+    require_choice(things, "things", ("seen", "unseen"))
+    start = 0 if things == "seen" else 1
+    return {kind: tuple(sorted(_THINGS[kind])[start::2]) for kind in KINDS}
 
-    A text is two sentences. The first names a man and a woman in either order; the second
-    says what one of them did next, calling them only he / she / him / her / his:
 
-        henry and emma found a shoe behind the house . then he hid the shoe .          1
-        sarah called paul in the kitchen . he went to the beach and played behind ...  0
+def make_classification(n: int, seed: int = 0, things: str = "seen"
+                        ) -> list[tuple[str, int]]:
+    """`n` examples (text, label) of a task for fine-tuning: what kind of thing is the
+    sentence about? label 0 = an object, 1 = food, 2 = an animal (KINDS[label]):
 
-    The label is 1 when the pronoun means the person named FIRST, 0 when it means the one
-    named second. Only the names' genders decide it, and the names are the stories' names,
-    whose genders a model pretrained on the stories has seen the pronouns agree with. A bag
-    of words cannot do better than chance: the first sentence has the same words whichever
-    person comes first, and swapping them flips the label. Exactly n // 2 labels are 1."""
+        david liked this small egg .                      1
+        the big bag was near the lake .                   0
+        emma liked that little kitten in the shop .       2
+
+    Every text is one of a few frames ("<name> liked <the thing> [<place>] .", "<the thing>
+    was <place> .") with the name, determiner, adjective (big / small / little, said of
+    things of every kind) and place drawn independently of the label, so the noun is the
+    only clue. things="seen" draws the noun from classification_things("seen"), "unseen"
+    from the other half of each kind's nouns: a classifier trained on "seen" examples and
+    tested on "unseen" ones meets nouns that no labelled example has. It can tell their kind
+    only from what it learnt about them before (in the stories food is eaten and cooked,
+    animals are fed and followed); a bag of words, or a network trained on the labels alone,
+    is at chance (1/3) there. The labels are as balanced as n allows (each n // 3 or one
+    more)."""
     n = require_int(n, "n")
     rng = random.Random(require_int(seed, "seed", low=0))
-    labels = [k % 2 for k in range(n)]
+    nouns = classification_things(things)
+    labels = [k % len(KINDS) for k in range(n)]
     rng.shuffle(labels)
     examples = []
     for label in labels:
-        scene = _Scene(_cast(rng, 2))
-        first, second = scene.people
-        intro = _write(rng, scene, _Template(_pair_intro, 2, ()), first, second)
-        actor = first if label else second
-        template = rng.choice([t for t in _FOLLOW_UPS if _fits(t, scene, 1)])
-        follow = _write(rng, scene, template, actor, None, pronouns=1.0)
-        examples.append((f"{intro.text} {follow.text}", label))
+        noun = rng.choice(nouns[KINDS[label]])
+        adjective = rng.choice(("big", "small", "little", None))
+        det = rng.choice(("the", "a", "this", "that"))
+        if det == "a" and (adjective or noun)[0] in "aeiou":
+            det = "an"
+        thing = " ".join(w for w in (det, adjective, noun) if w)
+        preposition, place = rng.choice(_PLACES)
+        name = rng.choice(MALE_NAMES + FEMALE_NAMES)
+        form = rng.randrange(3)
+        if form == 0:
+            text = f"{name} liked {thing} ."
+        elif form == 1:
+            text = f"{name} liked {thing} {preposition} the {place} ."
+        else:
+            text = f"{thing} was {preposition} the {place} ."
+        examples.append((text, label))
     return examples
 
 

@@ -13,12 +13,14 @@ import pytest
 from course_utils.data import stories as st
 from course_utils.data.stories import (
     ADJECTIVES,
+    KINDS,
     NOUNS,
     RELATIONS,
     VERBS,
     Sentence,
     analysis_pairs,
     analysis_sentences,
+    classification_things,
     cross_relations,
     make_classification,
     make_stories,
@@ -33,6 +35,14 @@ GENDER = {
     **dict.fromkeys("mary anna emma sarah lucy kate jane alice susan helen laura julia".split(),
                     "f"),
 }
+THING_KIND = {
+    **dict.fromkeys("ball book box cup hat key kite lamp bag basket letter ring map coat bottle "
+                    "boat picture umbrella toy shoe".split(), "object"),
+    **dict.fromkeys("apple cake egg orange pie banana cookie sandwich pear".split(), "food"),
+    **dict.fromkeys("dog cat horse bird duck rabbit cow pig goat chicken puppy kitten".split(),
+                    "animal"),
+}
+LABEL_KIND = ("object", "food", "animal")
 PRONOUN_GENDER = {"he": "m", "him": "m", "his": "m", "she": "f", "her": "f"}
 DETERMINERS = {"the", "a", "an", "this", "that", "every", "one", "these", "those", "some",
                "two", "three", "many"}
@@ -52,7 +62,7 @@ def sentences(stories):
 
 @pytest.fixture(scope="module")
 def classification():
-    return make_classification(2000, seed=1)
+    return make_classification(1000, seed=1) + make_classification(1000, seed=1, things="unseen")
 
 
 def names_in(words) -> list[str]:
@@ -238,35 +248,57 @@ def test_a_true_next_sentence_usually_shares_a_name_or_a_thing_and_a_false_one_d
 # ----------------------------------------------------------------------------- classification
 
 def test_classification_is_balanced():
-    for n in (1, 2, 9, 100):
-        labels = [label for _, label in make_classification(n, seed=4)]
-        assert len(labels) == n and labels.count(1) == n // 2
+    for n in (1, 2, 3, 10, 100):
+        for things in ("seen", "unseen"):
+            labels = [label for _, label in make_classification(n, seed=4, things=things)]
+            counts = [labels.count(k) for k in range(len(KINDS))]
+            assert len(labels) == n and sum(counts) == n, counts
+            assert all(c in (n // 3, n // 3 + 1) for c in counts), counts
 
 
-def test_the_label_says_whether_the_pronoun_means_the_person_named_first(classification):
-    for text, label in classification:
-        first, second = text.split(" . ", 1)
-        names = names_in(first.split())
-        assert len(names) == 2 and GENDER[names[0]] != GENDER[names[1]], text
-        assert not set(first.split()) & set(PRONOUN_GENDER), text  # no pronoun before
-        assert not names_in(second.split()), text
-        genders = {PRONOUN_GENDER[w] for w in second.split() if w in PRONOUN_GENDER}
-        assert len(genders) == 1, text
-        assert label == int(genders == {GENDER[names[0]]}), text
+def test_seen_and_unseen_things_split_every_kind():
+    seen, unseen = classification_things("seen"), classification_things("unseen")
+    assert tuple(seen) == tuple(unseen) == KINDS == LABEL_KIND
+    for kind in KINDS:
+        assert not set(seen[kind]) & set(unseen[kind])
+        assert len(seen[kind]) >= 4 and len(unseen[kind]) >= 4, kind
+        assert set(seen[kind]) | set(unseen[kind]) == {n for n, k in THING_KIND.items()
+                                                       if k == kind}
+    assert seen["animal"] != unseen["animal"] and "dog" in seen["animal"]
+    with pytest.raises(ValueError, match="^things must be 'seen' or 'unseen'; got 'all'"):
+        classification_things("all")
+    with pytest.raises(ValueError, match="^things must be 'seen' or 'unseen'"):
+        make_classification(3, things="test")
 
 
-def test_no_word_of_the_text_tells_the_label(classification):
-    """The first sentence has the same words whichever person is named first, so no word
-    (not a name, not a pronoun) is a clue; only the order of the names with their genders."""
-    with_word = Counter()
-    ones = Counter()
-    for text, label in classification:
-        for word in set(text.split()):
+@pytest.mark.parametrize("things", ["seen", "unseen"])
+def test_the_label_is_the_kind_of_the_one_thing_named(things):
+    allowed = {noun for nouns in classification_things(things).values() for noun in nouns}
+    vocabulary = set(vocabulary_words())
+    for text, label in make_classification(600, seed=1, things=things):
+        words = text.split()
+        assert set(words) <= vocabulary, text
+        named = [w for w in words if w in THING_KIND]
+        assert len(named) == 1 and named[0] in allowed, text
+        assert THING_KIND[named[0]] == LABEL_KIND[label], text
+        assert words[-1] == "." and not set(words) & set(PRONOUN_GENDER), text
+
+
+@pytest.mark.parametrize("things", ["seen", "unseen"])
+def test_no_word_but_the_noun_tells_the_label(things):
+    """The frame, name, determiner, adjective and place are drawn apart from the label: every
+    frequent word that is not a thing comes with each label about a third of the time."""
+    nouns = {n for ns in classification_things(things).values() for n in ns}
+    with_word, by_label = Counter(), Counter()
+    for text, label in make_classification(3000, seed=2, things=things):
+        for word in set(text.split()) - nouns:
             with_word[word] += 1
-            ones[word] += label
-    for word, count in with_word.items():
-        if count >= 200:
-            assert abs(ones[word] / count - 0.5) < 0.1, word
+            by_label[word, label] += 1
+    frequent = [w for w, c in with_word.items() if c >= 200]
+    assert len(frequent) >= 8
+    for word in frequent:
+        for label in range(len(KINDS)):
+            assert abs(by_label[word, label] / with_word[word] - 1 / 3) < 0.08, (word, label)
 
 
 # ----------------------------------------------------------------------------- analysis set

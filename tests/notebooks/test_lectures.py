@@ -624,24 +624,33 @@ CLAIMS: dict[str, list[Claim]] = {
         # 0 (not in the top five) / 0 [0 - 0.19]
         Claim("fill-mask: the kitten of sentence A not far ahead of the other animals",
               "dict(fills[4]).get('kitten', 0)", 0.0, 0.35),
-        # 0.496 / 0.489 [0.486, 0.489] (1,000 held-out examples: +-0.016 by chance alone)
-        Claim("fine-tuned pretrained model: at chance on held-out examples",
-              "results['pretrained']['test']", 0.42, 0.58),
-        # 0.469 / 0.469 [0.499, 0.494]
-        Claim("fine-tuned from scratch: at chance on held-out examples",
-              "results['from scratch']['test']", 0.42, 0.58),
-        # 0.027 / 0.020 [0.013, 0.005]
-        Claim("pretrained vs from scratch: the difference is noise",
-              "abs(results['pretrained']['test'] - results['from scratch']['test'])", high=0.08),
-        # 0.14 / 0.14 (88% and 74% of the training set) [0.10, 0.16]
-        Claim("both learn much of the training set by heart, the pretrained one more",
-              "min(results['from scratch']['train'] - 0.6, "
-              "results['pretrained']['train'] - results['from scratch']['train'])", 0.0),
+        # 1.000 / 1.000 [seeds 1, 2: 1.000, 1.000] (1,000 examples about unseen things)
+        Claim("fine-tuned pretrained model: the kind of unseen things almost always right",
+              "results['pretrained']['unseen']", 0.85, 1.0),
+        # 1.000 / 1.000 [1.000, 1.000]
+        Claim("fine-tuned pretrained model: seen things right", "results['pretrained']['seen']",
+              0.95, 1.0),
+        # 0.337 / 0.337 [0.310, 0.339] (chance 1/3; +-0.015 by chance alone)
+        Claim("fine-tuned from scratch: at chance on unseen things",
+              "results['from scratch']['unseen']", 0.25, 0.42),
+        # 0.667 / 0.667 [0.667, 0.667] (two kinds of three after ten passes)
+        Claim("from scratch: has not sorted out all the labelled things in ten passes",
+              "results['from scratch']['train']", 0.34, 0.95),
+        # 20 / 20 [20, 20] of 20
+        Claim("pretrained embeddings: nearly every unseen noun nearest a seen one of its kind",
+              "sum(k == n for _, k, _, n in neighbours['pretrained'])", 17, 20),
+        # 10 (a random initialisation, seeded: the same on every path)
+        Claim("random embeddings: about as often as chance would have it",
+              "sum(k == n for _, k, _, n in neighbours['random'])", 2, 14),
     ],
-    # Values: native (AVX-512) / default code path; in brackets, the tiny BERT trained with seeds
-    # 1 and 2 (pretrained_tiny_bert(seed=s), the recipe of 700 steps in batches grouped by length)
-    # on the native path. MiniLM's figures are computed in float64 and compared exactly; only its
-    # float32 runs of section 5 and the tiny BERT's results are here.
+    # Values: native (AVX-512) / default code path. The tiny BERT is the shipped one
+    # (load_tiny_bert: pretrained_tiny_bert(seed=0) on the native path, written by `make
+    # tiny-bert`), the same weights on both paths; its values below were measured when lecture 08
+    # still retrained it (native = the shipped model; default = the default path's own run; in
+    # brackets, the retired 700-step recipe with seeds 1 and 2). The bands still hold for a model
+    # retrained on another CPU, so that `make tiny-bert` there keeps the lecture's claims true.
+    # MiniLM's figures are computed in float64 and compared exactly; only its float32 runs of
+    # section 5 and the tiny BERT's results are here.
     "08_bert_attention": [
         # 0.04 / <= 0.05 (the recipe of 1800 steps; 700 steps: -0.133 [-0.044, -0.135])
         Claim("tiny BERT: little or no better than the baseline for determiner, object, "
