@@ -38,6 +38,7 @@ from course_utils.progress import ProgressBar
 __all__ = [
     "History",
     "accuracy_by_bucket",
+    "available_cpus",
     "fit",
     "running_mean",
     "seconds_per_call",
@@ -62,6 +63,14 @@ def seed_everything(seed: int = 0) -> torch.Generator:
     generator = torch.Generator()
     generator.manual_seed(seed)
     return generator
+
+
+def available_cpus() -> int:
+    """How many CPUs this process may run on: its affinity set where the system has one
+    (Linux; a test harness that pins a run to one core makes it 1), else os.cpu_count()."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 # ----------------------------------------------------------------------------- history
