@@ -680,9 +680,11 @@ def nsp_pairs(stories, n: int, seed: int = 0) -> list[tuple[Sentence, Sentence, 
     """`n` next-sentence-prediction pairs (A, B, is_next) from `stories`, in random order.
 
     Half of them (n // 2, rounded up for odd n) are true: B is the sentence that follows A
-    in its story. The others pair A with a sentence B of a different story. In both halves
-    A is a sentence that has a next one, and B is never the first sentence of a story, so
-    only whether B goes on with A's people and things tells the two halves apart."""
+    in its story. The others pair A with any sentence B of a different story, as BERT's
+    random sentences are drawn. In both halves A is a sentence that has a next one. Two
+    clues tell the halves apart: whether B goes on with A's people and things (it takes
+    comparing B with A), and whether B opens a story (B alone shows it: about one false B
+    in four is a first sentence, never a true one)."""
     stories = _require_stories(stories)
     n = require_int(n, "n")
     rng = random.Random(require_int(seed, "seed", low=0))
@@ -699,7 +701,7 @@ def nsp_pairs(stories, n: int, seed: int = 0) -> list[tuple[Sentence, Sentence, 
             continue
         j = rng.randrange(len(long) - 1)  # any story but the i-th: skip over it
         other = long[j + 1] if j >= i else long[j]
-        pairs.append((story[a], other[rng.randrange(1, len(other))], False))
+        pairs.append((story[a], other[rng.randrange(len(other))], False))
     return pairs
 
 

@@ -229,8 +229,19 @@ def test_nsp_pairs_are_half_true_next_sentences_and_half_from_another_story(stor
     assert len(pairs) == n and sum(flag for *_, flag in pairs) == (n + 1) // 2
     for a, b, is_next in pairs:
         (ka, ia), (kb, ib) = where[id(a)], where[id(b)]
-        assert ia < len(stories[ka]) - 1 and ib >= 1  # A has a next sentence, B a previous
+        assert ia < len(stories[ka]) - 1  # A has a next sentence
         assert (ka == kb and ib == ia + 1) if is_next else ka != kb
+
+
+def test_a_false_b_is_any_sentence_of_another_story_openings_included(stories):
+    """As BERT draws its random sentences: a false B opens its story as often as a sentence
+    drawn from a story does (1/3 to 1/5 of the time: stories have 3 to 5 sentences)."""
+    where = {id(s): i for story in stories for i, s in enumerate(story)}
+    pairs = nsp_pairs(stories, 4000, seed=4)
+    false_b = [where[id(b)] for _, b, is_next in pairs if not is_next]
+    assert 0.2 < false_b.count(0) / len(false_b) < 0.33
+    assert {i for i in false_b} == {0, 1, 2, 3, 4}
+    assert all(where[id(b)] >= 1 for _, b, is_next in pairs if is_next)
 
 
 def test_a_true_next_sentence_usually_shares_a_name_or_a_thing_and_a_false_one_does_not(
