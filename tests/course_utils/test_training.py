@@ -21,6 +21,7 @@ from course_utils.progress import ProgressBar
 from course_utils.training import (
     History,
     accuracy_by_bucket,
+    available_cpus,
     fit,
     running_mean,
     seconds_per_call,
@@ -51,6 +52,20 @@ def draws():
         torch.rand(4).tolist(),
         torch.randint(0, 10**6, (3,)).tolist(),
     )
+
+
+def test_available_cpus_counts_the_cores_this_process_may_use():
+    assert isinstance(available_cpus(), int) and available_cpus() >= 1
+    if not hasattr(os, "sched_getaffinity"):
+        assert available_cpus() == (os.cpu_count() or 1)
+        return
+    assert available_cpus() == len(os.sched_getaffinity(0))
+    before = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(before)})  # as the lecture runner pins a run
+        assert available_cpus() == 1
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def test_seed_everything_is_exported_from_the_package():
