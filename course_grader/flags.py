@@ -91,12 +91,23 @@ def forbidden_names(nb: nbformat.NotebookNode) -> dict[str, str]:
     return names
 
 
-def _parse(source: str) -> ast.Module | None:
-    # cell magics and shell escapes are not Python; they are flagged where they run
-    lines = [ln for ln in source[:MAX_SOURCE].splitlines()
-             if not ln.lstrip().startswith(("%", "!"))]
+def transform_ipython(source: str) -> str:
+    """`source` as IPython runs it: magics (`x = %time f()`), shell escapes and `?` help
+    turned into the plain Python calls they stand for (`get_ipython().run_line_magic(...)`)."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
     try:
-        return ast.parse("\n".join(lines))
+        return TransformerManager().transform_cell(source)
+    except Exception:  # noqa: BLE001 - IPython cannot read it either; parse it as it is
+        return source
+
+
+def _parse(source: str) -> ast.Module | None:
+    text = source[:MAX_SOURCE]
+    if text.lstrip().startswith("%%"):   # a cell magic (%%time, %%capture): read its body
+        text = text.lstrip().partition("\n")[2]
+    try:
+        return ast.parse(transform_ipython(text))
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
 
@@ -121,7 +132,8 @@ def flag_source(source: str, forbidden: dict[str, str], hidden_modules: Iterable
     of earlier cells and is updated with this cell's."""
     tree = _parse(source)
     if tree is None:
-        return []
+        return ["this cell is not valid Python, even read as IPython reads it, so its code "
+                "could not be checked"]
     aliases = {} if aliases is None else aliases
     hidden = tuple(hidden_modules)
     methods = {name.rsplit(".", 1)[-1]: name for name in forbidden if ".Tensor." in name}
@@ -129,6 +141,8 @@ def flag_source(source: str, forbidden: dict[str, str], hidden_modules: Iterable
     seen: set[str] = set()
 
     def note(node: ast.AST, key: str, text: str) -> None:
+        if key == "get_ipython" and key not in source:
+            return   # IPython's own rewriting of a magic: noted once as a magic instead
         if key not in seen:  # one note per thing used, at its first line
             seen.add(key)
             notes.append(f"line {getattr(node, 'lineno', '?')}: {text}")
@@ -211,7 +225,8 @@ def flag_notebook(nb: nbformat.NotebookNode, forbidden: dict[str, str],
         name = meta.get("grade_id") or f"#{index + 1}"
         notes += [f"cell {name}, {n}" for n in flag_source(cell.source, forbidden, hidden,
                                                           aliases)]
-        if any(ln.lstrip().startswith(("%", "!")) for ln in cell.source.splitlines()):
+        if transform_ipython(cell.source[:MAX_SOURCE]) != cell.source[:MAX_SOURCE] + (
+                "" if cell.source.endswith("\n") else "\n"):
             notes.append(f"cell {name}: runs IPython magics or shell commands")
     if len(notes) > MAX_NOTES:
         notes[MAX_NOTES:] = [f"... and {len(notes) - MAX_NOTES} more"]

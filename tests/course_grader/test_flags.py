@@ -95,10 +95,36 @@ def test_a_notebook_names_its_cells_and_skips_the_instructors():
 
 
 def test_source_that_is_not_python_or_is_huge_is_handled():
-    assert notes("def (:\n") == []
+    assert notes("def (:\n") == [
+        "this cell is not valid Python, even read as IPython reads it, so its code "
+        "could not be checked"]
     assert len(notes("x = 1\n" * 100_000 + "import os\n")) <= 1   # read up to a cap
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(f"import os\nos.getcwd()  # {i}\n")
                 for i in range(100)]
     found = flags.flag_notebook(nb, {}, ())
     assert len(found) == flags.MAX_NOTES + 1 and found[-1].startswith("... and ")
+
+
+def test_ipython_syntax_does_not_blind_the_flags():
+    # one line of IPython syntax used to make the whole cell unreadable to the flags
+    source = ("_t = %time 0\n"
+              "def softmax(x, dim=-1):\n"
+              "    return F.softmax(x, dim)\n")
+    assert notes(source) == ["line 3: uses torch.nn.functional.softmax "
+                             "(the tests forbid it: use exp, max and sum)"]
+    # the body of a cell magic is read too
+    assert notes("%%time\ny = torch.softmax(x, -1)\n") == [
+        "line 1: uses torch.softmax (the tests forbid it: use exp, max and sum)"]
+    # help syntax and shell escapes inside a cell that also holds the shortcut
+    assert any("torch.softmax" in n for n in notes("torch.softmax?\n!ls\ny = torch.softmax(x)\n"))
+
+
+def test_a_cell_that_cannot_be_parsed_is_itself_flagged():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("def softmax(x, dim=-1):\n"
+                                          "    return F.softmax(x, dim\n")]
+    nb.cells[0].metadata["nbgrader"] = {"solution": True, "grade_id": "softmax_solution"}
+    found = flags.flag_notebook(nb, SOFTMAX, HIDDEN)
+    assert found == ["cell softmax_solution, this cell is not valid Python, even read as "
+                     "IPython reads it, so its code could not be checked"]
