@@ -5,8 +5,9 @@ kernel, and the test cells run here, in a separate process that never runs stude
 
 * the instructor's set-up cells and test cells (their source taken from the gradebook, never
   from the submission) are executed in this process's own namespace;
-* every name a test uses that the set-up does not define is looked up in the student's
-  kernel: a function becomes a `StudentFunction`, a stand-in that sends the arguments to the
+* a name a test uses is looked up in the student's kernel only if the exercise declares it
+  as the student's (what its solution cells define, `nbgrader_hooks.student_names`); a
+  function becomes a `StudentFunction`, a stand-in that sends the arguments to the
   kernel as plain data (`course_utils.grading.wire`), has the agent there
   (`course_utils.grading.agent`) call the real function, and decodes what comes back
   (tensors, numbers, strings, tuples...; nothing else is accepted);
@@ -43,10 +44,11 @@ from jupyter_client.blocking.client import BlockingKernelClient
 from course_utils import grading
 from course_utils.grading import GradingFailure, agent, wire
 
-__all__ = ["KernelLink", "KernelLost", "StudentFunction", "CellRunner", "describe", "main"]
+__all__ = ["CellRunner", "KernelLink", "KernelLost", "StudentFunction", "describe", "main"]
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024   # a larger message from the kernel disconnects it
 MAX_CALLBACK_GRAPHS = 512                 # call-back graphs kept for their backward
+MAX_CALLBACK_GRAPH_BYTES = 256 * 1024 * 1024   # ... and the bytes of their tensors
 MAX_PRINTED = 4000                        # characters of a student's printing kept per cell
 CELL = "<test cell>"
 
@@ -81,6 +83,8 @@ class KernelLink:
         self.sent = wire.TensorCache()   # large tensors the kernel's agent keeps (weights)
         self._serving: str | None = None      # msg_id of the running serve(), if any
         self._depth = 0                       # calls in progress (call-backs nest them)
+        self._grad_depth = 0                  # ... of which sent with gradients
+        self.callback_graph_bytes = 0
         self._next_callback = 0
         # graph id -> (leaves, outputs) of call-backs run with gradients, for their backward
         self.callback_graphs: OrderedDict = OrderedDict()
@@ -147,8 +151,14 @@ class KernelLink:
                 raise KernelLost("the grader's helper did not start in the kernel")
         return self._exchange(message)
 
+    def forget_graphs(self) -> None:
+        """Drop the call-backs' graphs: a test cell's gradients end with the cell."""
+        self.callback_graphs.clear()
+        self.callback_graph_bytes = 0
+
     def end(self, wait: float = 10.0) -> None:
         """Close the conversation of a test cell (the kernel is free for the next cell)."""
+        self.forget_graphs()
         if self._serving is None:
             return
         serving, self._serving = self._serving, None
@@ -168,6 +178,7 @@ class KernelLink:
     def abandon(self) -> None:
         """Forget a conversation the executor is about to interrupt."""
         self._serving = None
+        self.forget_graphs()
 
     def drain(self) -> None:
         for channel in (self.kc.stdin_channel, self.kc.shell_channel):
@@ -218,6 +229,7 @@ class KernelLink:
                 substitutes[name] = self._register(function,
                                                    f"{name} (the test's correct one)")
             self._depth += 1
+            self._grad_depth += grad
             try:
                 reply = self.request({"op": "call", "fn": fn.name, "args": args_data,
                                       "kwargs": kwargs_data, "tensors": encoded, "grad": grad,
@@ -225,6 +237,7 @@ class KernelLink:
                                       "substitutes": substitutes})
             finally:
                 self._depth -= 1
+                self._grad_depth -= grad
             if reply.get("error") != "CacheMiss" or attempt:
                 break
             self.sent.clear()   # the kernel lost track of what it holds: send everything
@@ -319,7 +332,9 @@ class KernelLink:
         function = self.callbacks.get(callback_id)
         if function is None:
             return {"op": "raise", "message": "no such function"}
-        grad = message.get("grad") is True
+        # gradients only inside a call the checker itself sent with gradients: the kernel's
+        # claim alone would make the checker build and keep graphs for nothing
+        grad = message.get("grad") is True and self._grad_depth > 0
         try:
             tensors = [wire.decode_tensor(r, leaf=grad) for r in message.get("tensors", [])]
             args = wire.decode(message.get("args", []), tensors)
@@ -340,9 +355,14 @@ class KernelLink:
         if grad and leaves:
             self._next_callback += 1
             reply["graph"] = self._next_callback
-            self.callback_graphs[self._next_callback] = (leaves, outputs)
-            while len(self.callback_graphs) > MAX_CALLBACK_GRAPHS:
-                self.callback_graphs.popitem(last=False)
+            size = sum(t.nelement() * t.element_size() for t in (*leaves, *outputs)
+                       if isinstance(t, torch.Tensor))
+            self.callback_graphs[self._next_callback] = (leaves, outputs, size)
+            self.callback_graph_bytes += size
+            while self.callback_graphs and (
+                    len(self.callback_graphs) > MAX_CALLBACK_GRAPHS
+                    or self.callback_graph_bytes > MAX_CALLBACK_GRAPH_BYTES):
+                self.callback_graph_bytes -= self.callback_graphs.popitem(last=False)[1][2]
         return reply
 
     def _callback_backward(self, message: dict) -> dict:
@@ -351,7 +371,7 @@ class KernelLink:
         graph = self.callback_graphs.get(message.get("graph"))
         if graph is None:
             return {"op": "raise", "message": "no such call"}
-        leaves, outputs = graph
+        leaves, outputs, _ = graph
         try:
             tensors = [wire.decode_tensor(r) for r in message.get("tensors", [])]
             grads = wire.decode(message.get("grads", []), tensors)
@@ -550,10 +570,15 @@ def _print_student_output(name: str, reply: dict) -> None:
 # ------------------------------------------------------------------ running cells
 
 class CellRunner:
-    """The namespace of one notebook's set-up and test cells, and the link to its kernel."""
+    """The namespace of one notebook's set-up and test cells, and the link to its kernel.
 
-    def __init__(self, link: KernelLink | None) -> None:
+    `student_names`: the only names a test cell may take from the student's kernel (see
+    `nbgrader_hooks.student_names`); any other name a test uses must be defined by the
+    instructor's set-up or earlier test cells, which run here in the instructor's order."""
+
+    def __init__(self, link: KernelLink | None, student_names: set[str] | frozenset[str]) -> None:
         self.link = link
+        self.student_names = frozenset(student_names)
         self.namespace: dict = {"__name__": "__checker__"}
 
     def run_setup(self, source: str) -> dict:
@@ -566,9 +591,12 @@ class CellRunner:
         return {"ok": True}
 
     def _bind_student_names(self, tree: ast.AST) -> None:
+        # only the exercise's own names leave the checker: a helper of the test is never
+        # taken from the kernel, and no other identifier of a test is sent there
         wanted = sorted({node.id for node in ast.walk(tree)
                          if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)
-                         and node.id not in self.namespace and not hasattr(builtins, node.id)})
+                         and node.id in self.student_names and node.id not in self.namespace
+                         and not hasattr(builtins, node.id)})
         if not wanted or self.link is None:
             for name in wanted:
                 self.namespace[name] = MissingName(name)
@@ -612,6 +640,12 @@ class CellRunner:
             verdict = {"passed": False, "kind": "timeout", "message": str(err)}
         except KernelLost as err:
             verdict = {"passed": False, "kind": "kernel", "message": str(err)}
+        except MemoryError:
+            if self.link is not None:
+                self.link.forget_graphs()
+            verdict = {"passed": False, "kind": "failure", "message": (
+                "the grader ran out of memory judging this test: your code returned values, "
+                "or called the test's functions with values, far larger than the task asks for")}
         except BaseException as err:  # noqa: BLE001 - every failure is a verdict
             verdict = self._verdict(err, set(hidden_lines))
         finally:
@@ -629,7 +663,9 @@ class CellRunner:
     def _verdict(err: BaseException, hidden: set[int]) -> dict:
         lines = [lineno for frame, lineno in traceback.walk_tb(err.__traceback__)
                  if frame.f_code.co_filename == CELL]
-        in_hidden = bool(lines) and lines[-1] in hidden
+        # hidden if any line of the cell on the way to the failure is hidden: a check function
+        # defined in the visible part and called from the hidden part fails in a hidden test
+        in_hidden = any(line in hidden for line in lines)
         if isinstance(err, GradingFailure):
             message = str(err)
             kind = "failure"
@@ -646,7 +682,7 @@ class CellRunner:
 def main() -> int:
     """Serve the executor: one JSON request per line on stdin, one JSON answer per line.
 
-        {"op": "connect", "connection_info": {...}}     -> {"ok": true}
+        {"op": "connect", "connection_info": {...}, "student_names": [...]}  -> {"ok": true}
         {"op": "setup", "source": ...}                  -> {"ok": bool, "message"}
         {"op": "test", "source", "hidden_lines", "timeout"}  -> the verdict
         {"op": "recover"}                               -> {"ok": bool} after an interrupt
@@ -655,7 +691,7 @@ def main() -> int:
     os.dup2(2, 1)   # stray writes to fd 1 (C libraries) must not corrupt the answers
     sys.stdout = sys.stderr
     torch.set_num_threads(1)
-    runner = CellRunner(None)
+    runner = CellRunner(None, frozenset())
     for line in sys.stdin:
         try:
             request = json.loads(line)
@@ -663,6 +699,8 @@ def main() -> int:
             if op == "connect":
                 runner.link = KernelLink(request.get("connection_info")
                                          or request["connection_file"])
+                runner.student_names = frozenset(
+                    str(n) for n in request.get("student_names", []))
                 answer = {"ok": True}
             elif op == "setup":
                 answer = runner.run_setup(request["source"])

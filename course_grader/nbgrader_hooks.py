@@ -7,6 +7,9 @@ nor a traceback that would quote their lines.
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import copy
 import functools
 import json
 import os
@@ -37,6 +40,7 @@ __all__ = [
     "SandboxUnavailable",
     "SandboxedKernelManager",
     "hidden_line_numbers",
+    "student_names",
 ]
 
 # Exceptions whose message is written for students (by the checker or the autograder).
@@ -152,6 +156,7 @@ class SandboxedKernelManager(AsyncKernelManager):
                                limits=sandbox.Limits(**self.limits), contents=contents,
                                package=package)
         launched = await super()._async_launch_kernel(wrapped, **kw)
+        self._launcher_pid = getattr(self.provisioner, "pid", None)
         sockets = sandbox.socket_dir_from_host(self._private_dir)
         if sockets is None:
             raise RuntimeError("the sandbox did not start (no process id was recorded)")
@@ -164,6 +169,9 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
+        # a launcher killed with its kernel cannot remove its pids cgroup (as root): do it here
+        if getattr(self, "_launcher_pid", None):
+            sandbox.remove_cgroup(self._launcher_pid)
         if not restart:
             for folder in (getattr(self, "_private_dir", None),
                            getattr(self, "_staging_dir", None)):
@@ -179,6 +187,26 @@ def _copy_without_notebooks(source: Path, dest: Path) -> Path:
 
     shutil.copytree(source, dest, symlinks=False, ignore=ignore, dirs_exist_ok=True)
     return dest
+
+
+def student_names(solution_sources: list[str]) -> set[str]:
+    """The names an exercise declares as the student's: what its solution cells (as released)
+    define at their top level (functions, classes, assigned names). A test cell's other names
+    must come from the instructor's own cells; they are never looked up in the kernel."""
+    names: set[str] = set()
+    for source in solution_sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(node.name)
+            elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names.update(n.id for t in targets for n in ast.walk(t)
+                             if isinstance(n, ast.Name))
+    return names
 
 
 def _grade_id(cell) -> str | None:
@@ -201,21 +229,58 @@ def _gradebook_sources(resources) -> dict:
         graded = {c.name for c in notebook.grade_cells}
         solutions = {c.name for c in notebook.solution_cells}
         return {c.name: {"source": c.source, "locked": bool(c.locked),
-                         "grade": c.name in graded, "solution": c.name in solutions}
+                         "grade": c.name in graded, "solution": c.name in solutions,
+                         "code": c.cell_type == "code"}
                 for c in notebook.source_cells}
 
 
-class _Checker:
-    """The checker process (`python -m course_grader.checker`), one per notebook."""
+# What the checker may use, per notebook: it runs the instructor's code on what the kernel
+# sends, so a submission can make it work hard (huge values, many call-backs); these bound it.
+CHECKER_LIMITS = {"cpu_seconds": 1800, "wall_seconds": 3600, "memory_bytes": 3072 * sandbox.MiB,
+                  "processes": 256, "open_files": 256, "file_bytes": 16 * sandbox.MiB,
+                  "workdir_bytes": 16 * sandbox.MiB, "tmp_bytes": 64 * sandbox.MiB}
+KERNEL_SOCKETS = "/tmp/kernel"   # where the checker's sandbox sees the relayed sockets
 
-    def __init__(self, connection_info: dict, *, cwd: str, timeout: float) -> None:
+
+class _Checker:
+    """The checker process (`python -m course_grader.checker`), one per notebook.
+
+    With `confined` it runs in a sandbox of its own (`course_grader.sandbox`: read-only
+    files, no network, no privileges, its memory, CPU time and processes limited by
+    CHECKER_LIMITS) and reaches the kernel's sockets through a `relay.Relay`; otherwise it
+    runs as the grading user with the same memory and CPU limits."""
+
+    def __init__(self, connection_info: dict, *, cwd: str, timeout: float,
+                 student_names: list[str], confined: bool) -> None:
         self._log = tempfile.TemporaryFile()
-        env = dict(os.environ, MPLBACKEND="Agg")
-        self.proc = subprocess.Popen([sys.executable, "-m", "course_grader.checker"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self._log, cwd=cwd, env=env, text=True)
+        self._folder = tempfile.mkdtemp(prefix="course-checker-")
+        self._relay = None
         self.failed: str | None = None
-        answer = self.ask({"op": "connect", "connection_info": connection_info})
+        env = dict(os.environ, MPLBACKEND="Agg")
+        limits = sandbox.Limits(**CHECKER_LIMITS)
+        cmd = [sys.executable, "-m", "course_grader.checker"]
+        if confined:
+            from course_grader.relay import Relay
+
+            folder = Path(self._folder)
+            for name in ("work", "runtime", "relay"):
+                (folder / name).mkdir()
+            kernel_dir, base = os.path.split(str(connection_info["ip"]))
+            names = [f"{base}-{connection_info[k]}" for k in
+                     ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")]
+            self._relay = Relay(kernel_dir, folder / "relay", names)
+            connection_info = dict(connection_info, ip=f"{KERNEL_SOCKETS}/{base}")
+            package_dir = str(Path(__file__).resolve().parent)
+            cmd = sandbox.wrap(cmd, workdir=folder / "work", runtime_dir=folder / "runtime",
+                               limits=limits, importable=None, stdio=True,
+                               binds=[(folder / "relay", KERNEL_SOCKETS),
+                                      (package_dir, package_dir)])
+            cwd = str(folder / "work")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self._log, cwd=cwd, env=env, text=True,
+                                     preexec_fn=None if confined else _limit(limits))
+        answer = self.ask({"op": "connect", "connection_info": connection_info,
+                           "student_names": student_names})
         if not answer.get("ok"):
             self.failed = str(answer.get("message", "the checker could not connect"))
 
@@ -231,8 +296,11 @@ class _Checker:
                 raise RuntimeError("no answer" if ready else f"no answer within {wait:.0f} s")
             return json.loads(line)
         except Exception as err:  # noqa: BLE001 - the checker is gone or stuck
-            self.failed = f"the grader's checker stopped ({err})"
             self.close()
+            record = sandbox.exit_record(Path(self._folder) / "runtime")
+            why = record["reason"] if record else str(err)
+            self.failed = (f"the grader's checker stopped ({why}); a value your code returned "
+                           f"or a function it called back may have been too large")
             return {"ok": False, "passed": False, "kind": "grader", "message": self.failed}
 
     def close(self) -> None:
@@ -243,7 +311,24 @@ class _Checker:
                 self.proc.wait(timeout=10)
             except Exception:  # noqa: BLE001
                 self.proc.kill()
+                with contextlib.suppress(Exception):
+                    self.proc.wait(timeout=10)
+        if self._relay is not None:
+            self._relay.close()
+            self._relay = None
         self._log.close()
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+
+def _limit(limits: sandbox.Limits):
+    """preexec_fn: the checker's memory and CPU limits when it runs unconfined."""
+    import resource
+
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
+
+    return apply
 
 
 def _error(ename: str, evalue: str) -> NotebookNode:
@@ -259,7 +344,7 @@ def _kind(cell, sources: dict) -> str:
         return "markdown"
     grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
     source = sources.get(grade_id)
-    if source is None or source["solution"]:
+    if source is None or source["solution"] or not source.get("code", True):
         return "student"
     if source["grade"]:
         return "test"
@@ -294,6 +379,9 @@ class SafeExecute(Execute):
                                   "course_utils.training"],
         help="the course_utils modules a student's kernel may import when graded (never one "
              "that implements what an exercise asks)").tag(config=True)
+    max_replays = Integer(2, help="times a stopped kernel is started again (running the "
+                                  "cells that had finished) so the tests can go on").tag(
+        config=True)
     reachable_by_unit = Dict(
         help="{unit: [more course_utils modules]} that a unit's kernel may import too").tag(
         config=True)
@@ -320,8 +408,12 @@ class SafeExecute(Execute):
         self._unit = resources.get("nbgrader", {}).get("assignment", "")
         self._path = resources.get("metadata", {}).get("path") or os.getcwd()
         self._sources = _gradebook_sources(resources)
+        self._student_names = sorted(student_names(
+            [s["source"] for s in self._sources.values() if s["solution"] and s["code"]]))
         self._checker: _Checker | None = None
         self._setup_problem = ""
+        self._ran: list[int] = []   # cells that ran in the kernel to the end, for a replay
+        self._replays = 0
         try:
             return super().preprocess(nb, resources, km=km)
         finally:
@@ -329,39 +421,105 @@ class SafeExecute(Execute):
                 self._checker.close()
 
     def preprocess_cell(self, cell, resources, index):
+        cell, resources = self._run_in_kernel(cell, resources, index)
+        if index == len(self.nb.cells) - 1:
+            self._grade_in_source_order()
+        return cell, resources
+
+    def _run_in_kernel(self, cell, resources, index):
+        """The submission's own cells, in its order, in the kernel. Test cells wait: they run
+        at the end (`_grade_in_source_order`), whatever their place in the submission."""
         kind = _kind(cell, self._sources)
         if kind == "markdown":
+            return cell, resources
+        if kind == "test":
+            cell.outputs, cell.execution_count = [], None
             return cell, resources
         if self._stopped:
             cell.outputs = [_error("KernelStopped", f"Not run: {self._stopped}.")]
             return cell, resources
         self._output_used[index] = 0
-        if kind == "test":
-            return self._run_test(cell, index), resources
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         except (CellTimeoutError, DeadKernelError) as err:
             self._stop(self._why(err))
             cell.outputs.append(_error("KernelStopped", self._stopped_verdict))
             return cell, resources
-        if kind == "setup":
-            answer = self._checker_for().ask(
-                {"op": "setup", "source": self._sources[_grade_id(cell)]["source"]})
-            if not answer.get("ok"):
-                self._setup_problem = str(answer.get("message", ""))[:500]
-                self.log.warning("a set-up cell failed in the checker: %s", self._setup_problem)
+        self._ran.append(index)
         return cell, resources
 
     # -- test cells, in the checker
+    def _grade_in_source_order(self) -> None:
+        """Run the instructor's set-up and test cells in the checker, in the order of the
+        source notebook (never the submission's: a test cell moved, duplicated or deleted
+        changes nothing), once each, and give every copy of a test cell its verdict."""
+        verdicts: dict[str, list] = {}
+        for grade_id, source in self._sources.items():
+            if not source["code"] or source["solution"]:
+                continue
+            if self._stopped and not self._restart_and_replay():
+                if source["grade"]:
+                    verdicts[grade_id] = [_error("KernelStopped", f"Not run: {self._stopped}.")]
+                continue
+            if source["grade"]:
+                verdicts[grade_id] = self._run_test(grade_id, source["source"])
+            elif source["locked"]:
+                answer = self._checker_for().ask({"op": "setup", "source": source["source"]})
+                if not answer.get("ok"):
+                    self._setup_problem = str(answer.get("message", ""))[:500]
+                    self.log.warning("a set-up cell failed in the checker: %s",
+                                     self._setup_problem)
+        for cell in self.nb.cells:
+            if _kind(cell, self._sources) == "test":
+                cell.outputs = copy.deepcopy(verdicts.get(_grade_id(cell), []))
+                cell.execution_count = None
+
+    def _restart_and_replay(self) -> bool:
+        """After the kernel was stopped: a new kernel that has run the submission's cells that
+        had run to the end before the stop (the cells from the one that hung or died on are
+        not run), so that the tests judge what the notebook had defined by then. At most
+        `max_replays` times per notebook."""
+        if self._replays >= self.max_replays:
+            return False
+        self._replays += 1
+        self.log.warning("Restarting the kernel to grade what ran before: %s", self._stopped)
+        if self._checker is not None:
+            self._checker.close()
+            self._checker = None
+        try:
+            if self.kc is not None:
+                self.kc.stop_channels()
+            if run_sync(self.km.is_alive)():
+                run_sync(self.km.shutdown_kernel)(now=True)
+            self.start_new_kernel()
+            self.start_new_kernel_client()
+        except Exception as err:  # noqa: BLE001 - grading goes on without the kernel
+            self.log.warning("the kernel could not be restarted: %s", err)
+            return False
+        stopped, self._stopped = self._stopped, None
+        for index in self._ran:
+            original = self.nb.cells[index]
+            try:
+                super().preprocess_cell(copy.deepcopy(original), self.resources, index)
+            except (CellTimeoutError, DeadKernelError) as err:
+                self._stop(f"{stopped}; run again to grade what came before, it stopped again "
+                           f"({self._why(err)})")
+                return False
+            finally:
+                self.nb.cells[index] = original   # the first run's outputs are the record
+        return True
+
     def _checker_for(self) -> _Checker:
         if self._checker is None:
             info = self.km.get_connection_info()
             info = {k: v.decode() if isinstance(v, bytes) else v for k, v in info.items()}
-            self._checker = _Checker(info, cwd=str(self._path), timeout=self.timeout or 120)
+            self._checker = _Checker(info, cwd=str(self._path), timeout=self.timeout or 120,
+                                     student_names=self._student_names,
+                                     confined=isinstance(self.km, SandboxedKernelManager))
         return self._checker
 
-    def _run_test(self, cell, index):
-        source = self._sources[_grade_id(cell)]["source"]   # cell.source may carry a note
+    def _run_test(self, grade_id: str, source: str) -> list:
+        """The outputs of one test cell: what the student's code printed and the verdict."""
         hidden = sorted(hidden_line_numbers(source, "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"))
         verdict = self._checker_for().ask(
             {"op": "test", "source": source, "hidden_lines": hidden,
@@ -379,13 +537,11 @@ class SafeExecute(Execute):
             ename = {"timeout": "KernelStopped", "kernel": "KernelStopped",
                      "grader": "GraderError"}.get(kind, "GradingFailure")
             outputs.append(_error(ename, message))
-        cell.outputs = outputs
-        cell.execution_count = None
         if kind == "timeout":
             self._recover_after_timeout()
         elif kind == "kernel":
             self._recover_after_loss()
-        return cell
+        return outputs
 
     def _recover_after_timeout(self) -> None:
         """Interrupt the student's code; if the kernel does not come back, stop it."""
@@ -439,7 +595,8 @@ class SafeExecute(Execute):
 
     def _stop(self, reason: str) -> None:
         self._stopped = reason
-        self._stopped_verdict = f"{reason}. This item scores 0 and the cells after it are not run."
+        self._stopped_verdict = (f"{reason}. The cells after it were not run; the tests judge "
+                                 f"what your notebook defined before it.")
         self.log.warning("Stopping the kernel: %s", reason)
         try:
             run_sync(self.km.shutdown_kernel)(now=True)
@@ -500,6 +657,15 @@ def _clip(msg_type: str, content: dict, budget: int, limit: int) -> int:
     return 0
 
 
+def _as_released(source: str) -> str:
+    """A cell's source as `nbgrader generate_assignment` releases it (hidden tests removed)."""
+    from nbgrader.preprocessors import ClearHiddenTests
+
+    cell = nbformat_v4.new_code_cell(source)
+    ClearHiddenTests()._remove_hidden_test_region(cell)
+    return cell.source
+
+
 class RestoreCells(OverwriteCells):
     """nbgrader's OverwriteCells, which puts back the test cells a submission deleted or
     stripped of metadata, made robust: a cell goes after the nearest earlier cell of the
@@ -507,6 +673,14 @@ class RestoreCells(OverwriteCells):
     cell just before is missing too), and read-only set-up cells (imports) come back too."""
 
     add_missing_cells = Bool(True).tag(config=True)
+
+    def preprocess(self, nb, resources):
+        # DeduplicateIds empties the nbgrader metadata of a duplicated cell; nbgrader's own
+        # code then fails on a cell with metadata but no grade_id
+        for cell in nb.cells:
+            if not cell.get("metadata", {}).get("nbgrader", True):
+                del cell.metadata["nbgrader"]
+        return super().preprocess(nb, resources)
 
     def add_missing_grade_cells(self, nb, resources):
         source_nb = self.gradebook.find_notebook(self.notebook_id, self.assignment_id)
@@ -530,6 +704,25 @@ class RestoreCells(OverwriteCells):
             self.log.warning("Cell %s was missing from the submission; put back", name)
             nb.cells.insert(where, cell)
         return nb, resources
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        # A test cell as released lacks its hidden tests, so its checksum never matches the
+        # gradebook's and nbgrader warns "checksum ... has changed!" for every honest
+        # submission. Put the source back quietly when the cell is the release's; an edited
+        # cell still gets the warning (and its source back) from nbgrader.
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if grade_id and cell.metadata.nbgrader.get("locked"):
+            from nbgrader.api import MissingEntry
+
+            try:
+                source = self.gradebook.find_source_cell(grade_id, self.notebook_id,
+                                                         self.assignment_id)
+            except MissingEntry:
+                source = None
+            if source is not None and source.locked and \
+                    cell.source == _as_released(source.source):
+                cell.source = source.source
+        return super().preprocess_cell(cell, resources, cell_index)
 
     @staticmethod
     def _present(nb) -> dict[str, int]:

@@ -8,6 +8,7 @@ import pytest
 from jupyter_client.manager import start_new_kernel
 
 from course_grader.checker import CellRunner, KernelLink
+from course_grader.nbgrader_hooks import student_names
 
 STUDENT = '''
 import torch, sys, warnings
@@ -116,7 +117,7 @@ def runner():
         reply = kc.execute_interactive(STUDENT, timeout=60)
         assert reply["content"]["status"] == "ok"
         link = KernelLink(km.connection_file)
-        runner = CellRunner(link)
+        runner = CellRunner(link, student_names([STUDENT]) | {"not_written"})
         runner.km = km
         assert runner.run_setup(SETUP) == {"ok": True}
         yield runner
@@ -370,3 +371,38 @@ def test_a_timeout_is_reported_and_the_link_recovers_after_an_interrupt(runner):
     time.sleep(1)
     runner.link.drain()
     assert run(runner, "softmax(torch.zeros(2))\n")["passed"]
+
+
+def test_only_the_exercises_own_names_are_taken_from_the_kernel(runner):
+    """A helper of the test that the kernel also defines (a student who names a function
+    like the test's helper) is never bound from the kernel, and never asked for."""
+    asked = []
+    lookup = runner.link.lookup
+
+    def spy(names):
+        asked.extend(names)
+        return lookup(names)
+
+    confined = CellRunner(runner.link, {"softmax"})
+    confined.namespace.update(runner.namespace)
+    runner.link.lookup = spy
+    try:
+        verdict = confined.run_test("x = torch.randn(2, 3)\n"
+                                    "grading.check_tensor(softmax(x), helper(x), what='s')\n",
+                                    [], 60)
+    finally:
+        runner.link.lookup = lookup
+    assert not verdict["passed"] and "NameError: name 'helper' is not defined" in \
+        verdict["message"], verdict
+    assert asked == ["softmax"]
+
+
+def test_a_failure_inside_a_visible_helper_called_from_hidden_lines_is_hidden(runner):
+    source = ("def check_it(f):\n"
+              "    grading.check(False, 'the helper says no')\n"
+              "x = 1\n"
+              "### BEGIN HIDDEN TESTS\n"
+              "check_it(softmax)\n"
+              "### END HIDDEN TESTS\n")
+    verdict = run(runner, source, hidden=[4, 5, 6])
+    assert verdict["message"].startswith("A hidden test failed: the helper says no"), verdict
