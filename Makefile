@@ -150,13 +150,17 @@ browser:
 		|| { $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq chromium >/dev/null; }; \
 	chromium --version
 
+# One unit that fails does not stop the others (a notebook that cannot be rendered gets a page
+# that says so); the units that failed are listed at the end, and the target fails then.
 feedback: $(STAMP)
-	@for unit in $(UNITS); do \
+	@failed=""; for unit in $(UNITS); do \
 		if compgen -G "autograded/*/$$unit" >/dev/null; then \
 			echo "feedback for $$unit"; \
-			$(NBGRADER) generate_feedback "$$unit" --force --log-level=WARN; \
+			$(NBGRADER) generate_feedback "$$unit" --force --log-level=WARN \
+				|| failed="$$failed $$unit"; \
 		fi; \
-	done
+	done; \
+	if [ -n "$$failed" ]; then echo "feedback failed for:$$failed (see the log above)"; exit 1; fi
 
 bench: $(STAMP)
 	$(BIN)/python .ci/benchmark_notebooks.py

@@ -24,7 +24,7 @@ from nbgrader.preprocessors import (
 
 import course_grader
 from course_grader.nbgrader_hooks import HideHiddenTests, RestoreCells, SafeExecute
-from course_grader.sanitize import SanitizeNotebook
+from course_grader.sanitize import SafeHTMLExporter, SanitizeNotebook, markdown_to_safe_html
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
@@ -68,10 +68,18 @@ c.Execute.interrupt_on_timeout = True
 c.LimitOutput.max_lines = 200
 c.LimitOutput.max_traceback = 30
 
-# Feedback shows scores and visible-test messages, never the hidden tests.
+# Feedback shows scores and visible-test messages, never the hidden tests. A notebook that
+# cannot be rendered gets a page that says so, and the other submissions go on.
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, SanitizeNotebook,
                                     CSSHTMLHeaderPreprocessor]
-# nbgrader's feedback template loads MathJax from a CDN; ours (searched first) loads nothing.
+c.GenerateFeedback.exporter_class = SafeHTMLExporter
+# Every page made from a notebook (feedback, the formgrader's submission view) renders
+# markdown and then sanitises the HTML that came out: no javascript: link, no remote image
+# fetched with the reader's cookies, and a cell that cannot be rendered shown as text.
+c.HTMLExporter.filters = {"markdown2html": markdown_to_safe_html}
+# nbgrader's feedback and formgrader templates load MathJax from a CDN; ours (searched first)
+# load nothing in feedback (read offline: formulas stay TeX) and, in the formgrader, the
+# MathJax that jupyter-server-mathjax serves from the Jupyter server itself.
 c.HTMLExporter.extra_template_basedirs = [
     str(Path(course_grader.__file__).parent / "feedback_templates"),
     str(Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"),

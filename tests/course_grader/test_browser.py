@@ -62,6 +62,16 @@ def attack_cells() -> list:
                              + '<a href="javascript:' + payload("link") + '">click</a>'),
         raw,
         v4.new_code_cell("\n".join(lines) + "\n"),
+        # markdown syntax that nbconvert's renderer turns into a live link or a fetched image
+        v4.new_markdown_cell("[click me](javascript:" + payload("markdown_link") + ")\n\n"
+                             "[me too](JaVaScRiPt:" + payload("markdown_link_case") + ")\n\n"
+                             "![leak](/api/contents/leak-image.txt)\n\n"
+                             "![remote](http://127.0.0.1:9/leak.png)\n\n"
+                             "A formula with a link in it: $\\href{javascript:alert(7)}{x^2}$"
+                             " and one without: $a_i^2$.\n\n"
+                             "[a fine link](https://example.org/)"),
+        # an attachment that is not there: nbconvert refuses to render the whole notebook
+        v4.new_markdown_cell("See my figure: ![figure](attachment:missing.png)"),
     ]
 
 
@@ -91,20 +101,45 @@ def server(course, tmp_path_factory):
         yield base
 
 
-def visit(browser, url: str | None = None, html: str | None = None) -> dict:
-    """Open a page, give its scripts time to run; what ran, and the dialogs it opened."""
+def visit(browser, url: str | None = None, html: str | None = None,
+          click_links: bool = False) -> dict:
+    """Open a page, give its scripts time to run, and (`click_links`) click every link of
+    the notebook's cells; what ran, the dialogs it opened, every request it made, and how
+    many formulas MathJax rendered."""
     page = browser.new_page()
     dialogs: list[str] = []
+    requests: list[str] = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.on("request", lambda r: requests.append(r.url))
     if url:
         page.goto(url, wait_until="load", timeout=60_000)
     else:
         page.set_content(html, wait_until="load", timeout=60_000)
     page.wait_for_timeout(2500)
-    ran = page.evaluate("window.__pwned || []")
+    formulas = page.evaluate("document.querySelectorAll('.MathJax, .MathJax_Display, "
+                             "mjx-container').length")
+    errors = page.evaluate("document.querySelectorAll('.MathJax_Error, merror').length")
     text = page.inner_text("body")
+    clicked = 0
+    if click_links:
+        # every link of the rendered cells but those to http(s) and mailto, which leave the
+        # page and are allowed (clicking one would only show the browser's offline page)
+        for link in page.query_selector_all(".text_cell_render a, .rendered_html a, "
+                                            ".jp-RenderedHTMLCommon a, .MathJax a"):
+            href = (link.get_attribute("href") or "").strip().lower()
+            if href.startswith(("http://", "https://", "mailto:")):
+                continue
+            try:
+                link.click(timeout=2000, no_wait_after=True)
+                clicked += 1
+            except Exception:  # noqa: BLE001 - a link without a box cannot be clicked
+                continue
+            page.wait_for_timeout(200)
+        page.wait_for_timeout(1500)
+    ran = page.evaluate("window.__pwned || []")
     page.close()
-    return {"ran": ran, "dialogs": dialogs, "text": text}
+    return {"ran": ran, "dialogs": dialogs, "text": text, "requests": requests,
+            "clicked": clicked, "formulas": formulas, "math_errors": errors}
 
 
 def test_the_payloads_run_when_nothing_is_sanitised(course, browser):
@@ -128,18 +163,31 @@ def test_no_script_runs_in_the_formgrader(course, server, browser):
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         submission = gb.find_submission_notebook(NOTEBOOK[: -len(".ipynb")], UNIT, "mallory")
         url = f"{server}/formgrader/submissions/{submission.id}/?token={TOKEN}"
-    seen = visit(browser, url=url)
+    seen = visit(browser, url=url, click_links=True)
     assert "softmax" in seen["text"], "the formgrader did not show the submission"
     assert seen["ran"] == [] and seen["dialogs"] == [], seen
     assert not list(course.glob("pwned-*")), "a script wrote into the course"
+    assert seen["clicked"] >= 1, "no link of the submission was clicked"
+    # nothing fetched from outside the server, no image fetched with the instructor's
+    # cookies, and MathJax from the server itself: formulas render offline
+    outside = [u for u in seen["requests"] if not u.startswith(server)
+               and not u.startswith(("data:", "about:"))]
+    assert outside == [], outside
+    assert not [u for u in seen["requests"] if "leak" in u], seen["requests"]
+    assert any("/static/jupyter_server_mathjax/MathJax.js" in u for u in seen["requests"])
+    assert seen["formulas"] > 0 and seen["math_errors"] == 0, seen
+    assert "could not be rendered" not in seen["text"]
 
 
 def test_no_script_runs_in_the_feedback(course, browser):
     html = (course / "feedback" / "mallory" / UNIT / f"{UNIT}.html").read_text()
     seen = visit(browser, url=(course / "feedback" / "mallory" / UNIT / f"{UNIT}.html")
-                 .as_uri())
+                 .as_uri(), click_links=True)
     assert "softmax" in seen["text"]
     assert seen["ran"] == [] and seen["dialogs"] == [], seen
+    assert not [u for u in seen["requests"] if "leak" in u or u.startswith("http")], \
+        seen["requests"]
+    assert 'href="javascript:' not in html.lower()
     # the payloads are in the page only as escaped text
     assert "<script>(function(){window.__pwned" not in html
     assert '<img src="x" onerror' not in html and "<svg" not in html

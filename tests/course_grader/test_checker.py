@@ -105,6 +105,13 @@ def numpy_softmax(x, dim=-1):
 def pair_softmax(x, dim=-1):
     return x.shape, softmax(x, dim)
 
+def hoards(f, n, size, w):
+    with torch.enable_grad():   # asks for gradients whatever the grader sent
+        x = torch.ones(size, requires_grad=True) * w
+        for _ in range(n):
+            f(x * 1.0)
+    return w * 2
+
 constant = 42
 '''
 SETUP = "import torch\nimport torch.nn as nn\nfrom course_utils import grading\n"
@@ -406,3 +413,34 @@ def test_a_failure_inside_a_visible_helper_called_from_hidden_lines_is_hidden(ru
               "### END HIDDEN TESTS\n")
     verdict = run(runner, source, hidden=[4, 5, 6])
     assert verdict["message"].startswith("A hidden test failed: the helper says no"), verdict
+
+
+def _hoard(runner, grad: bool, n: int) -> list[int]:
+    """Have the student's code call the test's function n times with a 1 MB tensor; the
+    bytes of call-back graphs the checker holds, seen from inside each call-back."""
+    seen: list[int] = []
+    runner.namespace["LINK"] = runner.link
+    runner.namespace["SEEN"] = seen
+    verdict = run(runner, "def f(t):\n"
+                          "    SEEN.append(LINK.callback_graph_bytes)\n"
+                          "    return t * 2\n"
+                          f"w = torch.ones(1, requires_grad={grad})\n"
+                          f"hoards(f, {n}, 250_000, w)\n", timeout=120)
+    assert verdict["passed"], verdict
+    assert runner.link.callback_graph_bytes == 0 and not runner.link.callback_graphs
+    return seen
+
+
+def test_call_back_graphs_only_when_the_checker_sent_gradients(runner):
+    """The kernel's agent asks for a graph ("grad": true) whenever its autograd is on; the
+    checker builds one only inside a call it made with gradients."""
+    assert max(_hoard(runner, grad=False, n=12)) == 0
+
+
+def test_call_back_graphs_are_bounded_in_bytes_and_dropped_with_the_cell(runner, monkeypatch):
+    from course_grader import checker
+
+    monkeypatch.setattr(checker, "MAX_CALLBACK_GRAPH_BYTES", 8 * 1024 * 1024)
+    seen = _hoard(runner, grad=True, n=24)   # 24 x 2 MB of leaves and outputs: 48 MB
+    assert max(seen) > 4 * 1024 * 1024
+    assert max(seen) <= 8 * 1024 * 1024, max(seen)
