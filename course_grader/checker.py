@@ -234,7 +234,9 @@ class KernelLink:
                 reply = self.request({"op": "call", "fn": fn.name, "args": args_data,
                                       "kwargs": kwargs_data, "tensors": encoded, "grad": grad,
                                       "forbidden": names, "reason": reason,
-                                      "substitutes": substitutes})
+                                      "substitutes": substitutes,
+                                      "seed": grading._REMOTE.seed() if grading._REMOTE
+                                      else None})
             finally:
                 self._depth -= 1
                 self._grad_depth -= grad

@@ -35,6 +35,7 @@ import torch
 
 __all__ = [
     "GradingFailure",
+    "wrap_message",
     "READY_MADE_SOFTMAX",
     "call",
     "check",
@@ -45,6 +46,7 @@ __all__ = [
     "gradients",
     "reference_disabled",
     "rtol_for",
+    "seeded",
     "substitute",
 ]
 
@@ -61,7 +63,23 @@ READY_MADE_SOFTMAX = (
 
 
 class GradingFailure(AssertionError):
-    """A test verdict meant for the student: the message says what to fix."""
+    """A test verdict meant for the student: the message says what to fix.
+
+    Its first line is the sentence that matters (what was called and what was wrong); the
+    values and a hint follow on lines of their own. In a notebook (and in nbgrader's Validate)
+    it is shown as that message alone, wrapped to 80 columns, without a traceback."""
+
+    def _render_traceback_(self) -> list[str]:
+        return wrap_message(f"{type(self).__name__}: {self}").splitlines()
+
+
+def wrap_message(message: str, width: int = 80) -> str:
+    """`message` with each of its lines wrapped to `width` columns (words are not split)."""
+    import textwrap
+
+    return "\n".join(textwrap.fill(line, width=width, break_long_words=False,
+                                   break_on_hyphens=False, subsequent_indent="  ") or line
+                     for line in str(message).splitlines())
 
 
 class _Remote:
@@ -72,6 +90,10 @@ class _Remote:
     def __init__(self) -> None:
         self.forbidden: list[tuple[tuple[str, ...], str]] = []
         self.substitutes: list[dict] = []
+        self.seeds: list[int] = []
+
+    def seed(self) -> int | None:
+        return self.seeds[-1] if self.seeds else None
 
     def forbidden_names(self) -> tuple[list[str], str]:
         names = [n for block, _ in self.forbidden for n in block]
@@ -137,7 +159,7 @@ def check_tensor(
     `dtype`, if given, is the dtype `actual` must have (the input's, for a function that
     promises to keep it).
     """
-    tail = f" Hint: {hint}" if hint else ""
+    tail = f"\nHint: {hint}" if hint else ""
     if actual is None:
         raise GradingFailure(f"{what} returned None; did you forget the `return`?{tail}")
     if not isinstance(actual, torch.Tensor):
@@ -150,7 +172,7 @@ def check_tensor(
         )
     if dtype is not None and actual.dtype != dtype:
         raise GradingFailure(
-            f"{what} returned dtype {actual.dtype}; expected {dtype}, the dtype of its input. "
+            f"{what} returned dtype {actual.dtype}; expected {dtype}, the dtype of its input.\n"
             f"Keep the input's dtype: no .float(), and make new tensors with dtype=x.dtype "
             f"(or torch.zeros_like / new_zeros).{tail}")
     if not actual.dtype.is_floating_point:
@@ -165,7 +187,7 @@ def check_tensor(
         where = _index(int(bad.flatten().nonzero()[0]), got.shape)
         raise GradingFailure(
             f"{what} contains {got[where].item()} at index {where}, where {want[where].item():.4g} "
-            f"was expected. NaN or inf usually means an overflow in exp() or a division by "
+            f"was expected.\nNaN or inf usually means an overflow in exp() or a division by "
             f"zero.{tail}"
         )
     close = torch.isclose(got, want, atol=atol, rtol=rtol, equal_nan=True)
@@ -175,8 +197,9 @@ def check_tensor(
         worst = (got - want).abs().nan_to_num(0.0).max().item()
         raise GradingFailure(
             f"{what} is wrong at index {where}: got {got[where].item():.6g}, expected "
-            f"{want[where].item():.6g} (largest difference {worst:.3g}). "
-            f"Returned {_fmt(got, first)}, expected {_fmt(want, first)} (flattened).{tail}"
+            f"{want[where].item():.6g}.\n"
+            f"Largest difference {worst:.3g}. Returned {_fmt(got, first)}, expected "
+            f"{_fmt(want, first)} (flattened).{tail}"
         )
 
 
@@ -335,7 +358,7 @@ def check_function(fn, args: tuple, expected, *, what: str, hint: str = "", outp
     default tolerances (rtol 1e-6) leave room for every order of summation and still catch
     a wrong formula."""
     pick = (lambda r: r) if output is None else (lambda r: r[output])
-    tail = f" Hint: {hint}" if hint else ""
+    tail = f"\nHint: {hint}" if hint else ""
     result = call(fn, *args)
     if output is not None and not (isinstance(result, tuple | list) and len(result) > output):
         raise GradingFailure(f"{what} should return a tuple of at least {output + 1} values; "
@@ -395,6 +418,21 @@ def _pushed(stack: list, item) -> Iterator[None]:
         yield
     finally:
         stack.pop()
+
+
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Run the block's call of a student function after torch.manual_seed(seed), so that a
+    test can ask whether the function draws its randomness from PyTorch's generator (the same
+    seed, the same result; NumPy's and Python's random numbers do not follow it). Put one
+    call in the block. When graded, the seed is sent along with each call and set in the
+    student's kernel just before it."""
+    if _REMOTE is not None:   # the checker sends the seed along with each call
+        with _pushed(_REMOTE.seeds, int(seed)):
+            yield
+        return
+    torch.manual_seed(int(seed))
+    yield
 
 
 @contextlib.contextmanager

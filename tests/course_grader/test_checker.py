@@ -112,6 +112,13 @@ def hoards(f, n, size, w):
             f(x * 1.0)
     return w * 2
 
+def torch_draw(n):
+    return torch.rand(n)
+
+def numpy_draw(n):
+    import numpy as np
+    return torch.tensor(np.random.rand(n))
+
 constant = 42
 '''
 SETUP = "import torch\nimport torch.nn as nn\nfrom course_utils import grading\n"
@@ -444,3 +451,15 @@ def test_call_back_graphs_are_bounded_in_bytes_and_dropped_with_the_cell(runner,
     seen = _hoard(runner, grad=True, n=24)   # 24 x 2 MB of leaves and outputs: 48 MB
     assert max(seen) > 4 * 1024 * 1024
     assert max(seen) <= 8 * 1024 * 1024, max(seen)
+
+
+def test_seeded_sets_the_seed_in_the_kernel_before_the_call(runner):
+    source = ("runs = []\n"
+              "for seed in (7, 7, 8):\n"
+              "    with grading.seeded(seed):\n"
+              "        runs.append({f}(4))\n"
+              "grading.check(torch.equal(runs[0], runs[1]), 'same seed, another draw')\n"
+              "grading.check(not torch.equal(runs[0], runs[2]), 'another seed, same draw')\n")
+    assert run(runner, source.format(f="torch_draw"))["passed"]
+    verdict = run(runner, source.format(f="numpy_draw"))
+    assert not verdict["passed"] and "same seed, another draw" in verdict["message"], verdict

@@ -111,7 +111,8 @@ def test_check_tensor_reports_wrong_values_with_index_and_both_numbers():
         check_tensor(actual, expected, what="f(x)")
     message = str(info.value)
     assert "f(x) is wrong at index (1, 2): got 9, expected 6" in message
-    assert "largest difference 3" in message
+    assert "Largest difference 3" in message
+    assert message.splitlines()[0] == "f(x) is wrong at index (1, 2): got 9, expected 6."
     assert "Returned [1, 2, 3, 4, 5, 9], expected [1, 2, 3, 4, 5, 6] (flattened)" in message
 
 
@@ -128,7 +129,8 @@ def test_check_tensor_shows_the_values_around_the_first_wrong_one():
 def test_check_tensor_reports_the_first_wrong_index_and_the_worst_difference():
     actual = torch.tensor([0.0, 1.5, 2.0, 10.0])
     expected = torch.tensor([0.0, 1.0, 2.0, 3.0])
-    with pytest.raises(GradingFailure, match=r"index \(1,\): got 1\.5, expected 1 .*difference 7"):
+    with pytest.raises(GradingFailure,
+                       match=r"index \(1,\): got 1\.5, expected 1\.\nLargest difference 7"):
         check_tensor(actual, expected, what="f(x)")
 
 
@@ -341,7 +343,8 @@ def test_grading_exports_what_the_exercises_use():
     assert set(grading.__all__) == {
         "GradingFailure", "READY_MADE_SOFTMAX", "call", "check", "check_function", "check_tensor",
         "cotangent", "forbidden",
-        "gradients", "reference_disabled", "rtol_for", "substitute",
+        "gradients", "reference_disabled", "rtol_for", "seeded", "substitute",
+        "wrap_message",
     }
 
 
@@ -654,3 +657,35 @@ def test_gradients_flow_through_a_substituted_function():
         assert torch.equal(grad, 2 * grading.cotangent((2,), torch.float64))
     finally:
         del __main__.helper_squared, __main__.uses_helper_squared
+
+
+def test_a_failure_shows_its_message_first_wrapped_and_without_a_traceback():
+    """In a notebook and in nbgrader's Validate, IPython shows what `_render_traceback_`
+    gives: the message, its first line the sentence that matters, wrapped to 80 columns."""
+    long_what = ("multi_head_attention(x, W_q, W_k, W_v, W_o, n_heads=4) "
+                 "for x of shape (2, 5, 8)")
+    with pytest.raises(GradingFailure) as info:
+        check_tensor(torch.zeros(2, 5, 8), torch.ones(2, 5, 8), what=long_what,
+                     hint="split the last axis into (n_heads, d_k), attend per head, then merge "
+                          "the heads back and apply W_o once to the merged result.")
+    lines = info.value._render_traceback_()
+    assert lines[0].startswith("GradingFailure: multi_head_attention(")
+    assert all(len(line) <= 80 for line in lines), lines
+    assert any(line.startswith("Hint: split") for line in lines)
+    assert not any("Traceback" in line or "line " in line for line in lines)
+    # the first sentence ends before the values and the hint
+    first = str(info.value).splitlines()[0]
+    assert first.endswith("got 0, expected 1.")
+
+
+def test_seeded_starts_the_call_from_torchs_seed():
+    def draws(n):
+        return torch.rand(n)
+
+    with grading.seeded(7):
+        first = draws(3)
+    with grading.seeded(7):
+        again = draws(3)
+    with grading.seeded(8):
+        other = draws(3)
+    assert torch.equal(first, again) and not torch.equal(first, other)
