@@ -94,12 +94,18 @@ class KernelLink:
     def _send(self, message: dict) -> None:
         self.kc.input(wire.dumps(message))
 
-    def _receive(self) -> dict:
+    def _receive(self, resend_after: float | None = None) -> dict:
         """The agent's next message; KernelLost if the kernel dies, leaves the agent or the
-        deadline passes first."""
+        deadline passes first. With `resend_after`, ask the agent to send its message again
+        each time that many seconds pass without one (its first message can be lost while
+        this end of the stdin channel is still connecting)."""
+        last_ask = time.monotonic()
         while True:
             if time.monotonic() > self.deadline:
                 raise CellTimeout("the test ran out of time while your code was running")
+            if resend_after is not None and time.monotonic() - last_ask > resend_after:
+                self.kc.input(agent.RESEND)
+                last_ask = time.monotonic()
             if self.kc.stdin_channel.msg_ready():
                 msg = self.kc.stdin_channel.get_msg(timeout=1)
                 if msg["parent_header"].get("msg_id") != self._serving:
@@ -133,6 +139,8 @@ class KernelLink:
         self._send(message)
         while True:
             reply = self._receive()
+            if reply.get("type") == "ready":
+                continue   # a "ready" sent again after a resend, once the first had arrived
             if reply.get("type") == "callback":
                 self._send(self._run_callback(reply))
                 continue
@@ -146,7 +154,7 @@ class KernelLink:
             self._serving = self.kc.execute(
                 "__import__('course_utils.grading.agent', fromlist=['serve']).serve()",
                 silent=True, store_history=False, allow_stdin=True)
-            first = self._receive()
+            first = self._receive(resend_after=2.0)
             if first.get("type") != "ready":
                 raise KernelLost("the grader's helper did not start in the kernel")
         return self._exchange(message)

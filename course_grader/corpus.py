@@ -28,6 +28,9 @@ import nbformat
 UNIT = "00_attention_as_lookup"
 NOTEBOOK = f"{UNIT}.ipynb"
 FULL = 9.0
+SOFTMAX_POINTS = 3.0     # softmax_basic and softmax_stable; the other parts are judged with a
+                         # correct softmax put in for the student's (grading.substitute)
+SOFTMAX_VISIBLE = FULL - SOFTMAX_POINTS   # a ready-made softmax: only its hidden tests fail
 
 
 @dataclass
@@ -82,10 +85,12 @@ def write(nb, folder: Path, name: str = NOTEBOOK) -> None:
     nbformat.write(nb, folder / name)
 
 
-def solved_with(cell_after: str, source: str):
+def solved_with(cell: str, source: str, *, replace: bool = False):
+    """The instructor's solution with a free cell of `source` after the cell `cell`, or, with
+    `replace`, with `source` in place of that solution cell's."""
     def build(course: Path, folder: Path) -> None:
         nb = solve(course, released(course))
-        insert_after(nb, cell_after, source)
+        (set_source if replace else insert_after)(nb, cell, source)
         write(nb, folder)
     return build
 
@@ -252,6 +257,88 @@ print('HISTORY', list(get_ipython().history_manager.get_range(output=False)))
 """
 
 
+def _test_cells_first(nb) -> None:
+    """Every test cell of `nb` moved above the first solution cell, and the first one copied
+    again at the end: the submission's order of test cells is its own to choose."""
+    tests = [c for c in nb.cells if _meta(c).get("grade") and not _meta(c).get("solution")]
+    others = [c for c in nb.cells if c not in tests]
+    first_solution = next(i for i, c in enumerate(others) if _meta(c).get("solution"))
+    nb.cells = others[:first_solution] + tests + others[first_solution:] + [copy.deepcopy(tests[0])]
+
+
+def _moves_tests(course: Path, folder: Path) -> None:
+    nb = solve(course, released(course))
+    _test_cells_first(nb)
+    write(nb, folder)
+
+
+def _test_names(course: Path) -> list[str]:
+    """Every name the unit's test cells read that the student is not asked to define."""
+    import ast
+    import builtins
+
+    source = nbformat.read(course / "solutions" / UNIT / NOTEBOOK, as_version=4)
+    names: set[str] = set()
+    for cell in source.cells:
+        if cell.cell_type == "code" and _meta(cell).get("grade"):
+            names |= {n.id for n in ast.walk(ast.parse(cell.source))
+                      if isinstance(n, ast.Name)}
+    return sorted(names - set(WRONG_ANSWERS_NAMES) - set(dir(builtins)))
+
+
+WRONG_ANSWERS_NAMES = ("softmax", "weighted_average", "soft_lookup")
+
+
+def _names_like_the_tests(course: Path, folder: Path) -> None:
+    """Wrong answers, and every other name the tests use defined as the student's (a helper
+    computing "expected" values, the check convention, the inputs), with the test cells moved
+    above the cells that would define them: before, the grader bound such names from the
+    kernel, so the student's code computed what was expected."""
+    nb = released(course)
+    for grade_id, source in WRONG_ANSWERS.items():
+        set_source(nb, grade_id, source)
+    fakes = "".join(f"def {name}(*a, **k):\n    return a[0] if a else True\n"
+                    for name in _test_names(course))
+    insert_after(nb, "setup", fakes)
+    _test_cells_first(nb)
+    write(nb, folder)
+
+
+# The grader's helper in the kernel, patched to record every name the grader asks it for;
+# the student's softmax then prints whether any name but the exercise's own was asked.
+LOGS_LOOKUPS = """import course_utils.grading.agent as _agent
+_asked = set()
+_lookup = _agent._HANDLERS['lookup']
+def _spy(request):
+    _asked.update(request.get('names', []))
+    return _lookup(request)
+_agent._HANDLERS['lookup'] = _spy
+_plain_softmax = softmax
+def softmax(x, dim=-1):
+    extra = sorted(_asked - {'softmax', 'weighted_average', 'soft_lookup'})
+    print('ASKED-' + ('UNDECLARED ' + str(extra[:20]) if extra else 'ONLY-DECLARED'))
+    return _plain_softmax(x, dim)
+"""
+
+HOSTILE_MARKDOWN = ("[click me](javascript:fetch('/api/contents/pwned.txt',{method:'PUT'}))\n\n"
+                    "![leak](/api/contents/leak.txt) ![remote](http://127.0.0.1:9/x.png)\n\n"
+                    "$\\href{javascript:alert(1)}{x}$\n\n"
+                    "My figure: ![figure](attachment:missing.png)\n")
+
+
+def _hostile_markdown(course: Path, folder: Path) -> None:
+    nb = solve(course, released(course))
+    nb.cells.insert(1, nbformat.v4.new_markdown_cell(HOSTILE_MARKDOWN))
+    write(nb, folder)
+
+
+def _ipython_shortcut(course: Path, folder: Path) -> None:
+    nb = solve(course, released(course))
+    set_source(nb, "softmax_solution", "_t = %time 0\n\ndef softmax(x, dim=-1):\n"
+                                       "    return torch.softmax(x, dim)\n")
+    write(nb, folder)
+
+
 CASES = [
     Case("correct", "the instructor's solution", _correct, FULL, "all tests passed"),
     Case("untouched", "the release, unchanged", _untouched, 0.0, "NotImplementedError"),
@@ -347,7 +434,7 @@ CASES = [
          _copies_reference, 0.0, "does not define",
          flagged="imports course_utils.attention"),
     Case("aten_softmax", "softmax through torch.ops.aten._softmax, a ready-made path",
-         _aten_softmax, 5.0, "forbids",
+         _aten_softmax, SOFTMAX_VISIBLE, "forbids",
          flagged="torch.ops.aten._softmax (the tests forbid it"),
     Case("searches_hidden_tests", "looks for the hidden tests: notebooks in its folder, In[], "
          "the history",
@@ -391,15 +478,42 @@ CASES = [
          flagged="imports course_utils.attention"),
     Case("empty_notebook", "a notebook with no cells", _empty, 0.0, "is empty"),
     Case("deletes_solution", "deletes the softmax solution cell",
-         _deletes_solution_cell, 3.0, "does not define `softmax`"),
+         _deletes_solution_cell, FULL - SOFTMAX_POINTS, "does not define `softmax`"),
     Case("deletes_tests", "no softmax; deletes one test cell and strips another's metadata",
-         _deletes_and_strips_tests, 3.0, "was missing from the submission"),
+         _deletes_and_strips_tests, FULL - SOFTMAX_POINTS, "was missing from the submission"),
     Case("edits_tests", "wrong softmax; replaces its test cells with `pass`",
-         _edits_tests, 3.0, "GradingFailure"),
+         _edits_tests, FULL - SOFTMAX_POINTS, "GradingFailure"),
     Case("invalid_json", "a truncated notebook file", _invalid_json, 0.0,
          "not a readable notebook"),
     Case("no_notebook", "a folder without a notebook", _no_notebook, 0.0, "no notebook"),
     Case("wrong_name", "the notebook under another name", _wrong_name, FULL, "wrong file name"),
+    Case("moves_tests", "correct; every test cell moved above the solutions, one copied twice",
+         _moves_tests, FULL, "all tests passed"),
+    Case("names_like_the_tests", "wrong answers; every name the tests use defined by the "
+         "student, the test cells moved above their helpers", _names_like_the_tests, 0.0,
+         JUDGED_BY_VALUES),
+    Case("logs_lookups", "correct; the grader's helper patched to log every name asked of it",
+         solved_with("soft_lookup_solution", LOGS_LOOKUPS), FULL, "ASKED-ONLY-DECLARED",
+         never="ASKED-UNDECLARED", flagged="the grader's helper"),
+    Case("hostile_markdown", "correct; markdown with javascript: links, images fetched from the "
+         "Jupyter API, a TeX \\href and a missing attachment", _hostile_markdown, FULL,
+         "all tests passed"),
+    Case("ipython_shortcut", "torch.softmax in a cell that also holds IPython syntax",
+         _ipython_shortcut, SOFTMAX_VISIBLE, "forbids",
+         flagged="torch.softmax (the tests forbid it"),
+    Case("hangs_in_tests", "a weighted_average that loops and swallows KeyboardInterrupt: both "
+         "its tests stop the kernel, the later tests still run",
+         solved_with("weighted_average_solution",
+                     "import time\n\ndef weighted_average(weights, values):\n"
+                     "    while True:\n        try:\n            time.sleep(0.5)\n"
+                     "        except KeyboardInterrupt:\n            pass\n", replace=True),
+         FULL - 3.0, "ran out of time while your code was running"),
+    Case("imports_test_library", "correct; imports tokenizers and transformers, installed for "
+         "the project's own tests",
+         solved_with("setup", "for name in ('tokenizers', 'transformers'):\n    try:\n"
+                              "        __import__(name)\n        print('ESCAPED: imported', name)\n"
+                              "    except ImportError as err:\n        print('blocked:', err)\n"),
+         FULL, "cannot be imported while grading", flagged="a dynamic import"),
 ]
 
 

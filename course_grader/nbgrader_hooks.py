@@ -104,7 +104,9 @@ class HideHiddenTests(Preprocessor):
             message = f"A hidden test failed: {evalue}"
         else:
             message = f"{ename}: {evalue}"
-        output["traceback"] = [message]
+        from course_utils.grading import wrap_message
+
+        output["traceback"] = wrap_message(message).splitlines()
         if in_hidden and not safe:
             output["evalue"] = ""
 
@@ -332,8 +334,11 @@ def _limit(limits: sandbox.Limits):
 
 
 def _error(ename: str, evalue: str) -> NotebookNode:
+    """An error output: the message, wrapped to 80 columns, is the whole traceback."""
+    from course_utils.grading import wrap_message
+
     return NotebookNode(output_type="error", ename=ename, evalue=evalue,
-                        traceback=[f"{ename}: {evalue}"])
+                        traceback=wrap_message(f"{ename}: {evalue}").splitlines())
 
 
 def _kind(cell, sources: dict) -> str:
@@ -413,6 +418,7 @@ class SafeExecute(Execute):
         self._checker: _Checker | None = None
         self._setup_problem = ""
         self._ran: list[int] = []   # cells that ran in the kernel to the end, for a replay
+        self._setups: list[str] = []   # set-up sources run in the checker, in order
         self._replays = 0
         try:
             return super().preprocess(nb, resources, km=km)
@@ -464,11 +470,8 @@ class SafeExecute(Execute):
             if source["grade"]:
                 verdicts[grade_id] = self._run_test(grade_id, source["source"])
             elif source["locked"]:
-                answer = self._checker_for().ask({"op": "setup", "source": source["source"]})
-                if not answer.get("ok"):
-                    self._setup_problem = str(answer.get("message", ""))[:500]
-                    self.log.warning("a set-up cell failed in the checker: %s",
-                                     self._setup_problem)
+                self._run_setup(self._checker_for(), source["source"])
+                self._setups.append(source["source"])
         for cell in self.nb.cells:
             if _kind(cell, self._sources) == "test":
                 cell.outputs = copy.deepcopy(verdicts.get(_grade_id(cell), []))
@@ -489,8 +492,10 @@ class SafeExecute(Execute):
         try:
             if self.kc is not None:
                 self.kc.stop_channels()
-            if run_sync(self.km.is_alive)():
-                run_sync(self.km.shutdown_kernel)(now=True)
+            with contextlib.suppress(Exception):   # a stopped manager cannot start again
+                if run_sync(self.km.is_alive)():
+                    run_sync(self.km.shutdown_kernel)(now=True)
+            self.km = self.create_kernel_manager()
             self.start_new_kernel()
             self.start_new_kernel_client()
         except Exception as err:  # noqa: BLE001 - grading goes on without the kernel
@@ -510,13 +515,23 @@ class SafeExecute(Execute):
         return True
 
     def _checker_for(self) -> _Checker:
+        """The checker of the current kernel; a new one (after a restart) first runs the
+        set-up cells that the old one had run."""
         if self._checker is None:
             info = self.km.get_connection_info()
             info = {k: v.decode() if isinstance(v, bytes) else v for k, v in info.items()}
             self._checker = _Checker(info, cwd=str(self._path), timeout=self.timeout or 120,
                                      student_names=self._student_names,
                                      confined=isinstance(self.km, SandboxedKernelManager))
+            for source in self._setups:
+                self._run_setup(self._checker, source)
         return self._checker
+
+    def _run_setup(self, checker: _Checker, source: str) -> None:
+        answer = checker.ask({"op": "setup", "source": source})
+        if not answer.get("ok"):
+            self._setup_problem = str(answer.get("message", ""))[:500]
+            self.log.warning("a set-up cell failed in the checker: %s", self._setup_problem)
 
     def _run_test(self, grade_id: str, source: str) -> list:
         """The outputs of one test cell: what the student's code printed and the verdict."""

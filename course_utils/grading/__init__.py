@@ -586,9 +586,11 @@ def _unrestricted(function):
 
 
 def _show_briefly(shell, etype, value, tb, tb_offset=None):
-    """IPython shows a GradingFailure as its one-line message, not a traceback through this
-    module."""
-    shell._showtraceback(etype, value, [f"\x1b[0;31m{etype.__name__}\x1b[0m: {value}"])
+    """IPython shows a GradingFailure as its message, wrapped to 80 columns, not a traceback
+    through this module."""
+    lines = wrap_message(f"{etype.__name__}: {value}").splitlines()
+    lines[0] = f"\x1b[0;31m{etype.__name__}\x1b[0m" + lines[0][len(etype.__name__):]
+    shell._showtraceback(etype, value, lines)
 
 
 def _install_brief_display() -> None:

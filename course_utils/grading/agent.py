@@ -38,6 +38,9 @@ from course_utils.grading import wire
 __all__ = ["MODULES", "serve"]
 
 PREFIX = "course-grader:"   # every agent message starts with this
+# The grader's answer when a message of the agent may have been lost: a kernel drops what it
+# sends on its stdin channel before the grader's end of that channel has connected.
+RESEND = "course-grader:resend"
 MAX_TEXT = 4000             # characters of the student's printed output kept per call
 # torch.nn classes a test may pass to a student function (rebuilt here from their weights).
 MODULES = frozenset({
@@ -57,7 +60,9 @@ class CallbackFailed(Exception):
 
 def _ask(message: dict) -> dict:
     kernel = _kernel()
-    text = kernel.raw_input(PREFIX + wire.dumps(message))
+    text = RESEND
+    while text == RESEND:
+        text = kernel.raw_input(PREFIX + wire.dumps(message))
     try:
         return wire.loads(text)
     except wire.WireError:
