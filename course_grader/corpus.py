@@ -263,7 +263,10 @@ def _test_cells_first(nb) -> None:
     tests = [c for c in nb.cells if _meta(c).get("grade") and not _meta(c).get("solution")]
     others = [c for c in nb.cells if c not in tests]
     first_solution = next(i for i, c in enumerate(others) if _meta(c).get("solution"))
-    nb.cells = others[:first_solution] + tests + others[first_solution:] + [copy.deepcopy(tests[0])]
+    twin = copy.deepcopy(tests[0])
+    if "id" in twin:
+        twin.id = f"{twin.id}-copy"
+    nb.cells = others[:first_solution] + tests + others[first_solution:] + [twin]
 
 
 def _moves_tests(course: Path, folder: Path) -> None:

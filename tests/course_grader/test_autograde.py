@@ -36,7 +36,8 @@ def graded_course(fresh_course, tmp_path_factory):
     _submission(course, "alice", solve=None)                        # everything solved
     _submission(course, "bob", solve=set())                         # untouched release
     _submission(course, "carol", solve={"softmax_solution"})        # only part 1
-    run_nbgrader("autograde", UNIT, "--force", cwd=course)
+    graded = run_nbgrader("autograde", UNIT, "--force", cwd=course)
+    (course / "autograde.log").write_text(graded.stdout + graded.stderr)
     run_nbgrader("generate_feedback", UNIT, "--force", cwd=course)
     return course
 
@@ -149,3 +150,12 @@ def test_every_other_unit_grades_solved_to_full_marks_and_untouched_to_zero(
         assert solved.max_score == points > 0
         assert solved.score == points, f"the solution of {unit} lost points when graded"
         assert idle.score == 0
+
+
+def test_honest_submissions_log_no_checksum_warning(graded_course):
+    """A test cell as released lacks its hidden tests, so its checksum never matched the
+    gradebook's: nbgrader warned "checksum ... has changed!" for every cell of every honest
+    submission, which reads like tampering. Only an edited cell may be reported."""
+    log = (graded_course / "autograde.log").read_text()
+    assert "Autograding" in log or "autograde" in log.lower()
+    assert "has changed!" not in log, [ln for ln in log.splitlines() if "has changed" in ln][:3]
