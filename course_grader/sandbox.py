@@ -12,8 +12,10 @@ it, through this module's launcher, inside `bwrap`:
   writable: `runtime_dir` (the kernel's connection file) is read-only, and the kernel's Unix
   sockets are made in SOCKET_DIR on the sandbox's own /tmp;
 * no network (a new, empty network namespace), its own PID namespace (everything it forks
-  dies with it), a cleared environment, and an unprivileged user: when the grader runs as
-  root the launcher switches to `nobody` before it starts bubblewrap;
+  dies with it), a cleared environment, and uid 1000 in a user namespace of its own with no
+  capabilities. Outside that namespace it is the grading user: when grading runs as root, it
+  is root without capabilities, on a read-only file system (so grading as an ordinary user
+  is better);
 * resource limits: CPU seconds, address space, processes and threads, file size and open
   files, enforced by the kernel (setrlimit); wall time, enforced by the launcher, which kills
   the whole sandbox and writes why to `runtime_dir/sandbox-exit.json`.
