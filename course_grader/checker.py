@@ -666,6 +666,7 @@ class CellRunner:
                     self.link.abandon()
                 else:
                     self.link.end()
+        verdict["shown"] = grading.wrap_message(verdict["message"])   # the traceback's text
         verdict["stdout"] = out.getvalue()[:MAX_PRINTED + 1000]
         return verdict
 

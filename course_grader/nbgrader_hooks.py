@@ -104,9 +104,7 @@ class HideHiddenTests(Preprocessor):
             message = f"A hidden test failed: {evalue}"
         else:
             message = f"{ename}: {evalue}"
-        from course_utils.grading import wrap_message
-
-        output["traceback"] = wrap_message(message).splitlines()
+        output["traceback"] = message.splitlines()
         if in_hidden and not safe:
             output["evalue"] = ""
 
@@ -298,14 +296,15 @@ class _Checker:
                 raise RuntimeError("no answer" if ready else f"no answer within {wait:.0f} s")
             return json.loads(line)
         except Exception as err:  # noqa: BLE001 - the checker is gone or stuck
-            self.close()
+            self.close(remove=False)   # the launcher writes why the sandbox ended, then
             record = sandbox.exit_record(Path(self._folder) / "runtime")
+            shutil.rmtree(self._folder, ignore_errors=True)
             why = record["reason"] if record else str(err)
             self.failed = (f"the grader's checker stopped ({why}); a value your code returned "
                            f"or a function it called back may have been too large")
             return {"ok": False, "passed": False, "kind": "grader", "message": self.failed}
 
-    def close(self) -> None:
+    def close(self, remove: bool = True) -> None:
         if self.proc.poll() is None:
             try:
                 self.proc.stdin.write(json.dumps({"op": "stop"}) + "\n")
@@ -319,7 +318,8 @@ class _Checker:
             self._relay.close()
             self._relay = None
         self._log.close()
-        shutil.rmtree(self._folder, ignore_errors=True)
+        if remove:
+            shutil.rmtree(self._folder, ignore_errors=True)
 
 
 def _limit(limits: sandbox.Limits):
@@ -333,12 +333,12 @@ def _limit(limits: sandbox.Limits):
     return apply
 
 
-def _error(ename: str, evalue: str) -> NotebookNode:
-    """An error output: the message, wrapped to 80 columns, is the whole traceback."""
-    from course_utils.grading import wrap_message
-
+def _error(ename: str, evalue: str, shown: str | None = None) -> NotebookNode:
+    """An error output whose whole traceback is the message, or `shown`: the checker's
+    verdict wrapped to 80 columns (importing the check convention here to wrap it would load
+    PyTorch into every autograde process)."""
     return NotebookNode(output_type="error", ename=ename, evalue=evalue,
-                        traceback=wrap_message(f"{ename}: {evalue}").splitlines())
+                        traceback=f"{ename}: {shown or evalue}".splitlines())
 
 
 def _kind(cell, sources: dict) -> str:
@@ -367,12 +367,15 @@ class SafeExecute(Execute):
       judging the plain values they return; the cell's outputs are the checker's verdict
       (and what the student's code printed, as plain text), so nothing the kernel does can
       forge a pass, and no hidden test reaches the kernel;
-    * the instructor's read-only set-up cells run in both places;
+    * the instructor's read-only set-up cells run in both places: in the kernel in the
+      submission's order, in the checker (with the test cells) in the source notebook's
+      order, after all the submission's own cells have run;
     * each cell's output is capped at `max_output_chars` (a single huge line included) and
       cleaned of control characters and invalid text;
     * a cell that outlives the timeout and ignores the interrupt, or that kills the kernel,
-      gets an error saying so; the kernel is stopped and every later cell is marked as not
-      run, so that every item still gets a score (0) instead of none.
+      gets an error saying so; the kernel is stopped and every later cell of the submission
+      is marked as not run; a new kernel runs again the cells that had finished
+      (`max_replays`), so that the tests judge what came before and every item gets a score.
     """
 
     sandbox = Bool(True, help="run student code in course_grader.sandbox").tag(config=True)
@@ -547,11 +550,13 @@ class SafeExecute(Execute):
         kind = verdict.get("kind")
         if not verdict.get("passed"):
             message = _clean(str(verdict.get("message") or "the test failed"))
+            shown = _clean(str(verdict.get("shown") or message))
             if self._setup_problem and kind in ("crash", "grader"):
-                message += f" (the grader's set-up failed too: {self._setup_problem})"
+                note = f" (the grader's set-up failed too: {self._setup_problem})"
+                message, shown = message + note, shown + note
             ename = {"timeout": "KernelStopped", "kernel": "KernelStopped",
                      "grader": "GraderError"}.get(kind, "GradingFailure")
-            outputs.append(_error(ename, message))
+            outputs.append(_error(ename, message, shown))
         if kind == "timeout":
             self._recover_after_timeout()
         elif kind == "kernel":

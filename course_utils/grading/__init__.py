@@ -28,6 +28,7 @@ import functools
 import importlib
 import inspect
 import sys
+import textwrap
 import types
 from collections.abc import Iterator
 
@@ -35,7 +36,6 @@ import torch
 
 __all__ = [
     "GradingFailure",
-    "wrap_message",
     "READY_MADE_SOFTMAX",
     "call",
     "check",
@@ -48,6 +48,7 @@ __all__ = [
     "rtol_for",
     "seeded",
     "substitute",
+    "wrap_message",
 ]
 
 # PyTorch's own softmax, under every name it goes by; exercises that ask for a softmax forbid them.
@@ -75,8 +76,6 @@ class GradingFailure(AssertionError):
 
 def wrap_message(message: str, width: int = 80) -> str:
     """`message` with each of its lines wrapped to `width` columns (words are not split)."""
-    import textwrap
-
     return "\n".join(textwrap.fill(line, width=width, break_long_words=False,
                                    break_on_hyphens=False, subsequent_indent="  ") or line
                      for line in str(message).splitlines())
@@ -588,7 +587,7 @@ def _unrestricted(function):
 def _show_briefly(shell, etype, value, tb, tb_offset=None):
     """IPython shows a GradingFailure as its message, wrapped to 80 columns, not a traceback
     through this module."""
-    lines = wrap_message(f"{etype.__name__}: {value}").splitlines()
+    lines = value._render_traceback_()
     lines[0] = f"\x1b[0;31m{etype.__name__}\x1b[0m" + lines[0][len(etype.__name__):]
     shell._showtraceback(etype, value, lines)
 
