@@ -13,9 +13,13 @@ it, through this module's launcher, inside `bwrap`:
   sockets are made in SOCKET_DIR on the sandbox's own /tmp;
 * no network (a new, empty network namespace), its own PID namespace (everything it forks
   dies with it), a cleared environment, and uid 1000 in a user namespace of its own with no
-  capabilities. Outside that namespace it is the grading user: when grading runs as root, it
-  is root without capabilities, on a read-only file system (so grading as an ordinary user
-  is better);
+  capabilities, which can make no further namespaces. Outside that namespace it is never
+  root: grading as an ordinary user, it is that user; grading as root, bwrap (as root)
+  only builds the file system and then the program becomes SANDBOX_USER (`nobody`, or
+  COURSE_SANDBOX_USER) through `setpriv`, before an unprivileged bwrap makes the user
+  namespace over the same mounts. The folders it must read are then made readable for that
+  user alone: a copy of the working folder owned by it, the runtime folder shared with its
+  group;
 * resource limits: CPU seconds, address space, processes and threads, file size and open
   files, enforced by the kernel (setrlimit); wall time, enforced by the launcher, which kills
   the whole sandbox and writes why to `runtime_dir/sandbox-exit.json`.
@@ -93,6 +97,9 @@ def unavailable_reason() -> str | None:
     if shutil.which("bwrap") is None:
         return ("the grading sandbox needs bubblewrap, which is not installed "
                 "(Debian/Ubuntu: sudo apt-get install bubblewrap)")
+    if os.getuid() == 0 and shutil.which("setpriv") is None:
+        return ("grading as root, the sandbox needs setpriv to run as an unprivileged user, "
+                "which is not installed (Debian/Ubuntu: sudo apt-get install util-linux)")
     with tempfile.TemporaryDirectory(prefix="course-sandbox-probe-") as probe:
         cmd = wrap([sys.executable, "-c", "pass"], workdir=probe, runtime_dir=probe)
         try:
@@ -231,6 +238,12 @@ _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "nsswitch.conf",
               "localtime", "hosts", "alternatives", "fonts", "ssl/certs", "mime.types",
               "os-release", "debian_version")
+# When grading runs as root, the sandbox runs as this user instead (COURSE_SANDBOX_USER
+# names another): an account that owns nothing, so that a program that left the sandbox
+# would still hold no privilege.
+SANDBOX_USER = "nobody"
+_SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
+_BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
 _PASSED_ENV = ("LANG", "LC_ALL", "NBGRADER_EXECUTION", "PYTHONHASHSEED", "OMP_NUM_THREADS",
                "MKL_NUM_THREADS", "MPLBACKEND")
 
@@ -259,6 +272,45 @@ def _as_mounted(program: str) -> str:
     return os.path.join(os.path.realpath(os.path.dirname(program)), os.path.basename(program))
 
 
+def unprivileged_ids() -> tuple[int, int]:
+    """(uid, gid) the sandbox runs as when grading runs as root: SANDBOX_USER's, or those
+    of the user COURSE_SANDBOX_USER names. Never root's."""
+    import pwd
+
+    name = os.environ.get("COURSE_SANDBOX_USER", SANDBOX_USER)
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise ValueError(f"the sandbox's user {name!r} does not exist: create it, or set "
+                         f"COURSE_SANDBOX_USER to an existing unprivileged user") from None
+    if entry.pw_uid == 0 or entry.pw_gid == 0:
+        raise ValueError(f"the sandbox's user {name!r} is root or in root's group: set "
+                         f"COURSE_SANDBOX_USER to an unprivileged user")
+    return entry.pw_uid, entry.pw_gid
+
+
+def _private_copy(source: str, dest: Path, ids: tuple[int, int]) -> str:
+    """A copy of `source` owned by the sandbox's user, who may not be able to read the
+    grader's own files (links copied as links, never followed)."""
+    shutil.copytree(source, dest, symlinks=True)
+    for folder, dirs, files in os.walk(dest):
+        for name in (".", *dirs, *files):
+            os.lchown(os.path.join(folder, name), *ids)
+    return str(dest)
+
+
+def _share_runtime(runtime_dir: str, gid: int) -> None:
+    """Let the sandbox's group read the runtime folder (the kernel's connection file),
+    and no one else: the folder and its files keep their owner."""
+    os.chown(runtime_dir, -1, gid)
+    os.chmod(runtime_dir, 0o750)
+    with os.scandir(runtime_dir) as entries:
+        for entry in entries:
+            if entry.is_file(follow_symlinks=False):
+                os.chown(entry.path, -1, gid)
+                os.chmod(entry.path, (entry.stat(follow_symlinks=False).st_mode & 0o700) | 0o040)
+
+
 def _blockers(folder: str) -> tuple[str, str, str]:
     """Host files mounted over what a graded kernel may not import: a package whose import
     raises ImportError, the same as a module, and an empty .pth file, made in `folder`."""
@@ -274,20 +326,45 @@ def _bwrap_args(cmd: list[str], workdir: str, runtime_dir: str, limits: Limits,
                 fds: list[int], contents: str | None = None,
                 package: str | None = None, info_fd: int | None = None,
                 hidden: list[str] | None = None, blocker_dir: str | None = None,
-                binds: list[tuple[str, str]] = ()) -> list[str]:
+                binds: list[tuple[str, str]] = (),
+                drop_to: tuple[int, int] | None = None) -> list[str]:
     cmd = [_as_mounted(cmd[0]), *cmd[1:]]
-    args = ["bwrap", *(["--info-fd", str(info_fd)] if info_fd is not None else []),
-            "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-            "--clearenv", "--uid", "1000", "--gid", "1000", "--hostname", "sandbox"]
+    info = ["--info-fd", str(info_fd)] if info_fd is not None else []
+    if drop_to is None:   # bwrap runs as the grading user and makes the user namespace
+        args = ["bwrap", *info, "--unshare-all", "--unshare-user", "--disable-userns",
+                "--die-with-parent", "--clearenv", "--uid", "1000", "--gid", "1000",
+                "--hostname", "sandbox"]
+    else:                 # as root, bwrap only builds the file system (see the end of this function)
+        args = ["bwrap", *info, "--unshare-ipc", "--unshare-pid", "--unshare-net",
+                "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--clearenv",
+                "--hostname", "sandbox", "--cap-drop", "ALL",
+                "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    made: set[str] = {"/", "/tmp"}
+
+    def parents(dest: str) -> None:
+        # folders bwrap would make on the way to a mount point get the mode of the host's
+        # (/root: 0700), which the unprivileged user could not pass through
+        missing = []
+        for parent in Path(dest).parents:
+            if str(parent) in made or any(str(parent) == d or str(parent).startswith(d + "/")
+                                          for d in _SYSTEM_DIRS):
+                break
+            missing.append(str(parent))
+        for folder in reversed(missing):   # under /tmp as writable as /tmp itself
+            mode = "1777" if folder.startswith("/tmp/") else "0755"
+            args.extend(["--perms", mode, "--dir", folder])
+            made.add(folder)
 
     def bind(path: str, dest: str, writable: bool = False) -> None:
         fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         os.set_inheritable(fd, True)
         fds.append(fd)
+        parents(dest)
         args.extend(["--bind-fd" if writable else "--ro-bind-fd", str(fd), dest])
+        made.add(dest)
 
     # /tmp first: the folders bound below may lie under /tmp (a course cloned there)
-    args.extend(["--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"])
+    args.extend(["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"])
     for d in _SYSTEM_DIRS:
         if os.path.islink(d):
             args.extend(["--symlink", os.readlink(d), d])
@@ -298,6 +375,7 @@ def _bwrap_args(cmd: list[str], workdir: str, runtime_dir: str, limits: Limits,
         if os.path.isdir(path):
             bind(path, path)
         elif os.path.isfile(path):
+            parents(path)
             args.extend(["--ro-bind", path, path])
     for d in _readonly_dirs(cmd):
         if not any(d == s or d.startswith(s + "/") for s in (*_SYSTEM_DIRS, "/etc")):
@@ -314,6 +392,7 @@ def _bwrap_args(cmd: list[str], workdir: str, runtime_dir: str, limits: Limits,
             if os.path.isdir(path):
                 bind(blocked_package, path)
             else:
+                parents(path)
                 args.extend(["--ro-bind", empty if path.endswith(".pth") else blocked_module,
                              path])
     for host, dest in binds:
@@ -322,7 +401,10 @@ def _bwrap_args(cmd: list[str], workdir: str, runtime_dir: str, limits: Limits,
         bind("/sys/devices/system/cpu", "/sys/devices/system/cpu")
     args.extend(["--proc", "/proc", "--dev", "/dev"])
     bind(contents or workdir, "/var/submission")
-    args.extend(["--size", str(limits.workdir_bytes), "--tmpfs", workdir])
+    parents(workdir)
+    args.extend([*([] if drop_to is None else ["--perms", "1777"]),
+                 "--size", str(limits.workdir_bytes), "--tmpfs", workdir])
+    made.add(workdir)
     bind(runtime_dir, runtime_dir)   # read-only: the sandbox writes nothing on the host
     # the root itself (a tmpfs holding the mount points) becomes read-only: writes can only
     # go to the two size-limited tmpfs and the runtime folder
@@ -337,7 +419,19 @@ def _bwrap_args(cmd: list[str], workdir: str, runtime_dir: str, limits: Limits,
     for key, value in env.items():
         args.extend(["--setenv", key, value])
     spec = json.dumps({"rlimits": _rlimits(limits), "cmd": cmd, "sockets": SOCKET_DIR})
-    return [*args, "--", cmd[0], "-I", "-S", "-c", _INNER, spec]
+    inner = [cmd[0], "-I", "-S", "-c", _INNER, spec]
+    if drop_to is not None:
+        # Inside the file system built above: become the unprivileged user (setpriv), then
+        # an unprivileged bwrap makes the user namespace (uid 1000, no further namespaces)
+        # over the same mounts, so the sandbox holds no privilege outside either.
+        uid, gid = drop_to
+        inner = [_SETPRIV, f"--reuid={uid}", f"--regid={gid}", "--clear-groups",
+                 "--inh-caps=-all", "--no-new-privs", "--",
+                 _BWRAP, "--unshare-user", "--disable-userns", "--die-with-parent",
+                 "--uid", "1000", "--gid", "1000", "--bind", "/", "/", "--dev-bind", "/dev", "/dev",
+                 "--chdir", workdir,
+                 "--", *inner]
+    return [*args, "--", *inner]
 
 
 # Runs inside the sandbox as the kernel's own Python: the limits are set here, after bwrap
@@ -536,24 +630,36 @@ def main(argv: list[str] | None = None) -> int:
               "sandbox could not limit processes; run grading as an ordinary user",
               file=sys.stderr)
         return 125
+    drop_to = None
+    if os.getuid() == 0:
+        try:
+            drop_to = unprivileged_ids()
+        except ValueError as err:
+            print(f"course_grader.sandbox: running as root, and {err}", file=sys.stderr)
+            return 125
     hidden = [] if opts.importable == "*" else hidden_imports(
         [n for n in opts.importable.split(",") if n])
-    blocker_dir = tempfile.mkdtemp(prefix="course-sandbox-blockers-")
+    scratch = tempfile.mkdtemp(prefix="course-sandbox-")
     try:
-        return _launch(opts, cmd, limits, cgroup, hidden, blocker_dir)
+        return _launch(opts, cmd, limits, cgroup, hidden, scratch, drop_to)
     finally:
-        shutil.rmtree(blocker_dir, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _launch(opts, cmd: list[str], limits: Limits, cgroup, hidden: list[str],
-            blocker_dir: str) -> int:
+            scratch: str, drop_to: tuple[int, int] | None) -> int:
     fds: list[int] = []
     info_read, info_write = os.pipe()
     os.set_inheritable(info_write, True)
     binds = [tuple(b.split(":", 1)) for b in opts.bind]
-    args = _bwrap_args(cmd, opts.workdir, opts.runtime_dir, limits, fds, opts.contents,
+    contents = opts.contents
+    if drop_to is not None:
+        contents = _private_copy(contents or opts.workdir, Path(scratch) / "contents", drop_to)
+        _share_runtime(opts.runtime_dir, drop_to[1])
+    args = _bwrap_args(cmd, opts.workdir, opts.runtime_dir, limits, fds, contents,
                        opts.package, info_fd=info_write, hidden=hidden,
-                       blocker_dir=blocker_dir, binds=binds)
+                       blocker_dir=os.path.join(scratch, "blockers"), binds=binds,
+                       drop_to=drop_to)
     # An interrupt for the kernel reaches the whole process group: the launcher ignores it.
     signal.signal(signal.SIGINT, lambda *_: None)
     child = subprocess.Popen(args, pass_fds=[*fds, info_write],

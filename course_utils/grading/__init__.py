@@ -43,6 +43,7 @@ __all__ = [
     "check_tensor",
     "cotangent",
     "forbidden",
+    "stand_ins",
     "gradients",
     "reference_disabled",
     "rtol_for",
@@ -227,6 +228,48 @@ def call(fn, *args, **kwargs):
                 f"tensors alone: compute new tensors (x = x + 1, torch.where, masked_fill "
                 f"without the underscore) instead of writing into the ones you were given.")
     return result
+
+
+def stand_ins(parts: dict) -> dict:
+    """For a test of how several of the student's functions work together: {name: (student's
+    function, reference, probe arguments)} -> {name: the function the test should use}. That
+    is the student's where it computes what the reference computes on the probe (tensors, or
+    tuples of tensors, of the same shape and within 1e-4), and the reference where it does
+    not or raises, with a note printed: a function's own tests charge its mistake, so this
+    test does not charge it again, and judges what the working functions do together
+    (gradients that flow through them, a model that learns). With none working, the test
+    fails: there is nothing of the student's to judge."""
+    chosen = {}
+    for name, (own, reference, args) in parts.items():
+        expected = reference(*args)
+        try:
+            agrees = _agree(own(*args), expected)
+        except GradingFailure:          # graded: what the student's function raised
+            agrees = False
+        except Exception:               # noqa: BLE001 - at home, whatever it raised
+            if _REMOTE is not None:     # the grader lost the kernel: not the student's mistake
+                raise
+            agrees = False
+        if not agrees:
+            print(f"Note: {name} does not compute what the reference does (its own tests say "
+                  f"how), so this test uses the reference's {name} in its place.")
+        # the reference is the test's, not the student's: what the test forbids does not bind it
+        chosen[name] = own if agrees else _unrestricted(reference)
+    if all(chosen[name] is not parts[name][0] for name in parts):
+        raise GradingFailure(
+            f"None of {', '.join(parts)} computes what the reference does yet, so this test "
+            f"has nothing of yours to run together. Make their own tests pass first.")
+    return chosen
+
+
+def _agree(got, expected) -> bool:
+    if isinstance(expected, tuple):
+        return (isinstance(got, tuple | list) and len(got) == len(expected)
+                and all(_agree(g, e) for g, e in zip(got, expected)))
+    return (isinstance(got, torch.Tensor) and got.shape == expected.shape
+            and got.dtype.is_floating_point == expected.dtype.is_floating_point
+            and torch.allclose(got.detach().double(), expected.detach().double(),
+                               rtol=1e-4, atol=1e-4))
 
 
 def _name(fn) -> str:

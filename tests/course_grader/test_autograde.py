@@ -159,3 +159,32 @@ def test_honest_submissions_log_no_checksum_warning(graded_course):
     log = (graded_course / "autograde.log").read_text()
     assert "Autograding" in log or "autograde" in log.lower()
     assert "has changed!" not in log, [ln for ln in log.splitlines() if "has changed" in ln][:3]
+
+
+def test_a_mistake_in_one_function_is_charged_in_its_own_tests_alone(fresh_course, tmp_path):
+    """Unit 02's last test runs the four functions together. An encode that ignores the
+    padding fails encode's two tests; the joint test runs the reference's encode in its
+    place (and says so), so the mistake costs those points and no more."""
+    unit = "02_seq2seq_rnn"
+    course = tmp_path / "course"
+    shutil.copytree(fresh_course, course)
+    _write_submission(course, unit, "padding", solved=True)
+    path = course / "submitted" / "padding" / unit / f"{unit}.ipynb"
+    nb = read(path)
+    for cell in nb.cells:
+        if nbgrader_meta(cell).get("grade_id") == "encode_solution":
+            cell.source = ("def encode(embedding, rnn, src, lengths):\n"
+                           "    states, last = rnn(embedding(src))   # the padding is read too\n"
+                           "    return states, last[0]\n")
+    nbformat.write(nb, path)
+    run_nbgrader("autograde", unit, "--force", cwd=course)
+    solution = read(ROOT / "solutions" / unit / f"{unit}.ipynb")
+    points = {nbgrader_meta(c)["grade_id"]: nbgrader_meta(c)["points"]
+              for c in solution.cells if is_graded_test(c)}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        score = gb.find_submission(unit, "padding").score
+    assert score == sum(points.values()) - points["encode_final"] - points["encode_states"]
+    graded = read(course / "autograded" / "padding" / unit / f"{unit}.ipynb")
+    joint = next(c for c in graded.cells if nbgrader_meta(c).get("grade_id") == "train_tiny_model")
+    shown = "".join(o.get("text", "") for o in joint.outputs)
+    assert "uses the reference's encode in its place" in shown

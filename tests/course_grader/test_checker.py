@@ -33,6 +33,10 @@ def in_place(x):
     x.mul_(2)
     return x
 
+def scales_in_place(x):
+    x.mul_(2)
+    return x
+
 def crashes(x):
     y = x.reshape(7, 7)
     return y
@@ -205,10 +209,15 @@ def test_printing_is_shown_and_stderr_and_warnings_cost_nothing(runner):
     assert "does not cost points" in verdict["stdout"]
 
 
-def test_an_input_changed_in_place_fails(runner):
+def test_an_input_changed_in_place_fails_the_first_test_that_sees_it(runner):
     verdict = run(runner, "x = torch.ones(3)\nin_place(x)\n")
     assert not verdict["passed"]
     assert "in_place(x (3,) float32) changed its argument x in place" in verdict["message"]
+    # charged once: a later test judges what it returns, and the test's own tensor is intact
+    again = run(runner, "x = torch.ones(3)\n"
+                        "grading.check_tensor(in_place(x), torch.full((3,), 2.0), what='y')\n"
+                        "grading.check_tensor(x, torch.ones(3), what='the test\\'s x')\n")
+    assert again["passed"], again
 
 
 def test_gradients_flow_through_the_student_function(runner):
@@ -232,7 +241,7 @@ CONTRACT = ("x = torch.randn(2, 3, 5, dtype=torch.float64)\n"
     ("softmax", "", None),
     ("pair_softmax", ", output=1", None),
     ("wrong_softmax", "", "softmax(x) is wrong at index"),
-    ("in_place", "", "changed its argument x in place"),
+    ("scales_in_place", "", "changed its argument x in place"),
     ("float32_softmax", "", "returned dtype torch.float32; expected torch.float64"),
     ("detached_softmax", "", "not connected to its inputs"),
     ("numpy_softmax", "", "the gradient of softmax(x) with respect to x is wrong"),

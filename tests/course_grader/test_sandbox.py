@@ -316,3 +316,62 @@ def test_a_kernel_stopped_mid_cell_leaves_no_cgroup(tmp_path):
     during, after = asyncio.run(stop_mid_cell())
     assert during is not None   # the kernel ran in a cgroup of its own
     assert after is None, after
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="grading as an ordinary user never holds root")
+def test_grading_as_root_runs_the_program_as_an_unprivileged_user(tmp_path):
+    """As root, the program runs as SANDBOX_USER on the host (uid 1000 only in its own user
+    namespace), with no capabilities: a root-only file bound into the sandbox stays unreadable,
+    and the host sees the program's process as that user."""
+    import pwd
+    import time
+
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (private / "key").write_text("secret")
+    os.chmod(private / "key", 0o600)
+    work, runtime = tmp_path / "work", tmp_path / "runtime"
+    work.mkdir()
+    runtime.mkdir()
+    code = """
+import os, sys, time
+try:
+    print(open('/data/key').read())
+except PermissionError as err:
+    print('denied', err.errno)
+print('caps', open('/proc/self/status').read().split('CapEff:')[1].split()[0], flush=True)
+time.sleep(60)
+"""
+    cmd = sandbox.wrap([sys.executable, "-c", code], workdir=work, runtime_dir=runtime,
+                       binds=[(private, "/data")])
+    launcher = subprocess.Popen(cmd, cwd=work)
+    try:
+        log = runtime / sandbox.KERNEL_LOG
+        deadline = time.monotonic() + 60
+        while "caps" not in (log.read_text() if log.exists() else ""):
+            assert time.monotonic() < deadline and launcher.poll() is None, "it did not start"
+            time.sleep(0.05)
+        assert "denied 13" in log.read_text() and "secret" not in log.read_text()
+        assert "caps 0000000000000000" in log.read_text()
+        # every process of the sandbox but bwrap's own monitor (the launcher's child) runs
+        # as the sandbox's user on the host
+        users = {}
+        for pid in (sandbox.cgroup_of(launcher.pid) / "cgroup.procs").read_text().split():
+            status = Path(f"/proc/{pid}/status").read_text()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            users[cmdline[:60]] = int(status.split("Uid:")[1].split()[0])
+        program = [uid for line, uid in users.items() if line.startswith(sys.executable)]
+        assert program == [pwd.getpwnam(sandbox.SANDBOX_USER).pw_uid], users
+    finally:
+        launcher.kill()
+        launcher.wait()
+        sandbox.remove_cgroup(launcher.pid)
+
+
+def test_a_missing_sandbox_user_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_SANDBOX_USER", "no-such-user-here")
+    with pytest.raises(ValueError, match="no-such-user-here.*does not exist"):
+        sandbox.unprivileged_ids()
+    monkeypatch.setenv("COURSE_SANDBOX_USER", "root")
+    with pytest.raises(ValueError, match="root"):
+        sandbox.unprivileged_ids()

@@ -343,7 +343,7 @@ def test_grading_exports_what_the_exercises_use():
     assert set(grading.__all__) == {
         "GradingFailure", "READY_MADE_SOFTMAX", "call", "check", "check_function", "check_tensor",
         "cotangent", "forbidden",
-        "gradients", "reference_disabled", "rtol_for", "seeded", "substitute",
+        "gradients", "reference_disabled", "rtol_for", "seeded", "stand_ins", "substitute",
         "wrap_message",
     }
 
@@ -689,3 +689,55 @@ def test_seeded_starts_the_call_from_torchs_seed():
     with grading.seeded(8):
         other = draws(3)
     assert torch.equal(first, again) and not torch.equal(first, other)
+
+
+def _double(x):
+    return 2 * x
+
+
+def test_stand_ins_keep_a_working_function_and_replace_a_wrong_or_raising_one(capsys):
+    def wrong(x):
+        return 3 * x
+
+    def raising(x):
+        raise ValueError("not yet")
+
+    x = torch.arange(4.0)
+    use = grading.stand_ins({"good": (_double, _double, (x,)), "wrong": (wrong, _double, (x,)),
+                             "raising": (raising, _double, (x,))})
+    assert use["good"] is _double
+    assert torch.equal(use["wrong"](x), 2 * x) and torch.equal(use["raising"](x), 2 * x)
+    printed = capsys.readouterr().out
+    assert "wrong does not compute what the reference does" in printed
+    assert "raising does not" in printed and "good does not" not in printed
+
+
+def test_stand_ins_compare_tuples_shapes_and_kinds():
+    x = torch.arange(4.0)
+
+    def pair(t):
+        return t, t + 1
+
+    cases = {"same": (pair, pair, (x,)),
+             "short": (lambda t: (t,), pair, (x,)),
+             "reshaped": (lambda t: (t.view(2, 2), t + 1), pair, (x,)),
+             "integer": (lambda t: (t.long(), (t + 1).long()), pair, (x,))}
+    use = grading.stand_ins(cases)
+    assert use["same"] is pair
+    assert all(use[name] is not cases[name][0] for name in ("short", "reshaped", "integer"))
+
+
+def test_stand_ins_fail_when_none_of_the_functions_works():
+    with pytest.raises(GradingFailure, match="None of f, g computes what the reference does"):
+        grading.stand_ins({"f": (lambda x: x, _double, (torch.ones(2),)),
+                           "g": (lambda x: None, _double, (torch.ones(2),))})
+
+
+def test_a_stand_in_reference_is_not_bound_by_what_the_test_forbids():
+    from course_utils import attention
+
+    q = torch.randn(2, 3)
+    use = grading.stand_ins({"mine": (lambda t: None, attention.softmax, (q,)),
+                             "good": (_double, _double, (q,))})
+    with reference_disabled("course_utils.attention"):
+        assert torch.allclose(use["mine"](q), torch.softmax(q, dim=-1))
