@@ -2,6 +2,7 @@
 # the environment first (a .venv with the pinned packages of requirements.lock), which
 # takes a few minutes the first time and under a second when nothing has changed.
 
+#>> student edition: blocks between these marks are copied into its Makefile
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 PYTHON ?= python3
@@ -11,13 +12,17 @@ STAMP := $(VENV)/.setup-done
 PIP := $(BIN)/python -m pip --disable-pip-version-check
 # nbgrader calls helper programs (alembic) by name: the venv's bin must come first on PATH.
 export PATH := $(abspath $(BIN)):$(PATH)
+#<< student edition
+# A configuration file that fails to load makes nbgrader stop, instead of grading with its
+# defaults (no sandbox, hidden tests in the feedback).
+export TRAITLETS_APPLICATION_RAISE_CONFIG_FILE_ERROR := 1
 UNITS := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard solutions/*/*.ipynb)))))
 NBGRADER := $(BIN)/nbgrader
 LAB_ARGS ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lab test lectures tiny-bert release autograde report sandbox browser feedback bench bench-autograde lock clean
+.PHONY: help setup lab test lectures tiny-bert release student-edition autograde report sandbox browser feedback bench bench-autograde lock clean
 
 help:
 	@echo "make lab        set up (if needed) and open JupyterLab on the course"
@@ -26,17 +31,22 @@ help:
 	@echo "make tiny-bert  pretrain unit 07's tiny BERT and write the weights unit 08 reads"
 	@echo "                (course_utils/data/tiny_bert.safetensors; about a minute)"
 	@echo "make release    regenerate exercises/ from solutions/ with nbgrader"
+	@echo "make student-edition  build what students receive: dist/student/ and its zip"
 	@echo "make autograde  grade every submission in submitted/<student>/<unit>/ in the sandbox"
 	@echo "                (JOBS=N in parallel; UNSAFE=1 without the sandbox)"
 	@echo "make report     class report: totals, most-failed tests, histogram, CSV (reports/)"
+	@echo "make collect-zip ZIP=file.zip UNIT=<unit>  a Canvas submissions zip into submitted/"
+	@echo "make export-grades  grades for the LMS: reports/grades.csv (nbgrader export)"
 	@echo "make sandbox    install bubblewrap, which the grading sandbox needs"
 	@echo "make browser    install chromium, which a test opens the formgrader in"
+	@echo "make hub-proxy  install configurable-http-proxy (npm), which the JupyterHub test needs"
 	@echo "make feedback   write HTML feedback for autograded submissions to feedback/"
 	@echo "make bench      time and measure the memory of every notebook"
 	@echo "make bench-autograde  seconds per graded submission (BENCH_ARGS=\"--unit U\")"
 	@echo "make lock       re-resolve requirements.lock from pyproject.toml"
 	@echo "make clean      remove the .venv and caches"
 
+#>> student edition
 setup: $(STAMP)
 
 # Re-run only when the dependency files or this Makefile (which holds the set-up steps)
@@ -72,11 +82,12 @@ $(STAMP): pyproject.toml requirements.lock Makefile
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: $(STAMP)
 	$(BIN)/jupyter lab --notebook-dir=. $(ROOT_FLAG) $(LAB_ARGS)
+#<< student edition
 
 # Lectures are checked by tests/notebooks/test_lectures.py: each runs under nbval on this CPU's native
 # PyTorch code path and on the portable one (ATEN_CPU_CAPABILITY=default), exact outputs
 # strictly, results of training within bands. Solutions run under nbval here directly.
-test: $(STAMP) sandbox browser
+test: $(STAMP) sandbox browser hub-proxy
 	$(BIN)/python -m pytest --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg \
 		tests solutions $(PYTEST_ARGS)
@@ -114,6 +125,12 @@ release: $(STAMP)
 		$(NBGRADER) generate_assignment "$$unit" --force --log-level=WARN; \
 	done
 
+# What students receive: dist/student/ and dist/student.zip, with the lectures, the release,
+# course_utils and a set-up of their own, and nothing of solutions/ or the grader
+# (course_grader/edition.py; it refuses to finish if it finds a hidden-test line).
+student-edition: release
+	$(BIN)/python -m course_grader.edition --out dist/student --zip
+
 # The gradebook must know each assignment's source cells before it can grade, so grading
 # starts with a release (which is deterministic: exercises/ does not change).
 # Student code runs in a bubblewrap sandbox; JOBS=N grades N submissions at a time;
@@ -126,6 +143,29 @@ autograde: release
 # Per-student totals, per-item failure rates, a histogram and CSV files in reports/.
 report: $(STAMP)
 	$(BIN)/python -m course_grader.report --out reports
+
+# LMS in and out (course_grader/lms.py). collect-zip puts a Canvas "Download Submissions" zip
+# into submitted/<Canvas user id>/<UNIT>/ with nbgrader zip_collect, which names every file it
+# does not collect and every late one (working folder downloaded/<UNIT>/, replaced each run; a
+# student already in submitted/ gets this zip's notebook instead). export-grades writes
+# reports/grades.csv with nbgrader export: student_id, unit, score, max_score, formula-safe.
+.PHONY: collect-zip export-grades
+ZIP ?=
+UNIT ?=
+collect-zip: $(STAMP)
+	@test -n "$(ZIP)" && test -n "$(UNIT)" \
+		|| { echo "usage: make collect-zip ZIP=path/to/submissions.zip UNIT=<unit>"; exit 2; }
+	@test -f "$(ZIP)" || { echo "no such file: $(ZIP)"; exit 2; }
+	@test -d "exercises/$(UNIT)" || { echo "unknown unit '$(UNIT)'; units: $(UNITS)"; exit 2; }
+	rm -rf "downloaded/$(UNIT)"
+	mkdir -p "downloaded/$(UNIT)/archive"
+	cp "$(ZIP)" "downloaded/$(UNIT)/archive/"
+	$(NBGRADER) zip_collect "$(UNIT)" --force --log-level=WARN
+	@shopt -s nullglob; set -- submitted/*/"$(UNIT)"; \
+		echo "$(UNIT): $$# submissions in submitted/ (make autograde grades them)"
+
+export-grades: $(STAMP)
+	$(NBGRADER) export
 
 # The grading sandbox needs bubblewrap (Debian/Ubuntu package `bubblewrap`). Installed here
 # when missing and this user may (root, or sudo without a password); otherwise it says how.
@@ -149,6 +189,22 @@ browser:
 	$$SUDO apt-get install -y -qq chromium >/dev/null 2>&1 \
 		|| { $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq chromium >/dev/null; }; \
 	chromium --version
+
+# The JupyterHub test (tests/course_grader/test_jupyterhub.py) starts jupyterhub_config.py for
+# real, behind configurable-http-proxy (npm). Installed here when missing and this user may
+# (root, or sudo without a password): npm from Debian/Ubuntu first if it is missing too.
+.PHONY: hub-proxy
+hub-proxy:
+	@command -v configurable-http-proxy >/dev/null && exit 0; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; \
+	else echo "configurable-http-proxy is missing: install it (sudo npm install -g configurable-http-proxy) to run the JupyterHub test"; exit 1; fi; \
+	if ! command -v npm >/dev/null; then \
+		command -v apt-get >/dev/null || { echo "npm is missing and apt-get is not available: install Node.js and npm"; exit 1; }; \
+		$$SUDO apt-get install -y -qq npm >/dev/null 2>&1 \
+			|| { $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq npm >/dev/null; }; \
+	fi; \
+	$$SUDO npm install -g --silent configurable-http-proxy >/dev/null; \
+	configurable-http-proxy --version
 
 # One unit that fails does not stop the others (a notebook that cannot be rendered gets a page
 # that says so); the units that failed are listed at the end, and the target fails then.

@@ -23,6 +23,7 @@ from nbgrader.preprocessors import (
 )
 
 import course_grader
+from course_grader.lms import CanvasCollector, LmsGradesExporter
 from course_grader.nbgrader_hooks import HideHiddenTests, RestoreCells, SafeExecute
 from course_grader.sanitize import SafeHTMLExporter, SanitizeNotebook, markdown_to_safe_html
 
@@ -84,3 +85,10 @@ c.HTMLExporter.extra_template_basedirs = [
     str(Path(course_grader.__file__).parent / "feedback_templates"),
     str(Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"),
 ]
+
+# LMS in and out (course_grader/lms.py): `nbgrader zip_collect <unit>` reads Canvas's
+# "Download Submissions" zip (`make collect-zip`), naming every file it does not collect;
+# `nbgrader export` writes reports/grades.csv, one formula-safe row per student and unit
+# (`make export-grades`).
+c.ZipCollectApp.collector_plugin = CanvasCollector
+c.ExportApp.plugin_class = LmsGradesExporter

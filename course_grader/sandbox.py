@@ -334,7 +334,7 @@ def _bwrap_args(cmd: list[str], workdir: str, runtime_dir: str, limits: Limits,
         args = ["bwrap", *info, "--unshare-all", "--unshare-user", "--disable-userns",
                 "--die-with-parent", "--clearenv", "--uid", "1000", "--gid", "1000",
                 "--hostname", "sandbox"]
-    else:                 # as root, bwrap only builds the file system (see the end of this function)
+    else:                 # as root, bwrap only builds the file system (see this function's end)
         args = ["bwrap", *info, "--unshare-ipc", "--unshare-pid", "--unshare-net",
                 "--unshare-uts", "--unshare-cgroup-try", "--die-with-parent", "--clearenv",
                 "--hostname", "sandbox", "--cap-drop", "ALL",

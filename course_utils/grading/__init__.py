@@ -265,7 +265,7 @@ def stand_ins(parts: dict) -> dict:
 def _agree(got, expected) -> bool:
     if isinstance(expected, tuple):
         return (isinstance(got, tuple | list) and len(got) == len(expected)
-                and all(_agree(g, e) for g, e in zip(got, expected)))
+                and all(_agree(g, e) for g, e in zip(got, expected, strict=True)))
     return (isinstance(got, torch.Tensor) and got.shape == expected.shape
             and got.dtype.is_floating_point == expected.dtype.is_floating_point
             and torch.allclose(got.detach().double(), expected.detach().double(),
