@@ -40,12 +40,15 @@ h d_k .. (h + 1) d_k - 1 of `w_o.weight`, which is (out, in)), the attention out
 
 so a large weight on a key whose transformed value is short moves y_i little.
 
-Syntax (Clark et al., 2019): for a (dependent, head word) pair, the attention from the
-dependent's first piece to word w is the sum over w's pieces; the head "gets it right" when
-the word with most attention (special tokens and the dependent itself excluded, ties to the
-lower word index) is the head word. Baselines: a fixed offset (head = dependent + k; Clark
-et al. report the best k), and the adjacent word (the next one; the previous one for the
-last word of the sentence).
+Syntax (Clark et al., 2019): for a (query word, target word) pair — in the paper a dependent
+and its head word; here any direction, named as query -> target — the attention from the
+query's first piece to word w is the sum over w's pieces; the head "gets it right" when the
+word with most attention (special tokens and the query itself excluded, ties to the lower word
+index) is the target (any of them, when pairs share a query word). Baselines: a fixed offset
+(target = query + k; Clark et al. report the best k), and the adjacent word (the next one; the
+previous one for the last word of the sentence). The best of L h heads is picked on one set of
+sentences and reported on another (`choose_and_report`), and the offset likewise
+(`held_out_offset`).
 
 Switching heads off (Michel et al., 2019, "Are sixteen heads really better than one?"):
 `heads_off_mask` builds the (L, h) head_mask of `course_utils.bert.Bert` (1 keeps a head, 0
@@ -70,10 +73,11 @@ from course_utils._checks import (
 )
 from course_utils.multihead import MultiHeadAttention, split_heads
 
-__all__ = ["PATTERN_TYPES", "attention_to_tokens", "best_offset_baseline", "classify_pattern",
-           "each_head_off", "head_pattern_types", "heads_off_mask", "nearest_word_baseline",
-           "norm_weighted_attention", "offset_baseline", "pattern_features", "pattern_shares",
-           "relation_accuracy", "value_norms"]
+__all__ = ["PATTERN_TYPES", "attention_to_tokens", "best_offset_baseline", "choose_and_report",
+           "classify_pattern", "each_head_off", "head_pattern_types", "heads_off_mask",
+           "held_out_offset", "n_queries", "nearest_word_baseline", "norm_weighted_attention",
+           "offset_baseline", "pattern_features", "pattern_shares", "relation_accuracy",
+           "value_norms"]
 
 PATTERN_TYPES = ("vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous")
 STRUCTURED = 0.6  # special + diagonal at least this: a vertical and/or diagonal map
@@ -352,20 +356,41 @@ def _require_pairs(relations, name: str = "relations") -> list[list[tuple[int, i
     return out
 
 
+def _queries(relations) -> list[dict[int, tuple[int, ...]]]:
+    """Per sentence {query word: its target words}: the pairs grouped by their first word, so
+    that a verb with two subjects ("paul and jane went") is one query with two right answers."""
+    out = []
+    for sentence in _require_pairs(relations):
+        grouped: dict[int, list[int]] = {}
+        for dep, head in sentence:
+            grouped.setdefault(dep, []).append(head)
+        out.append({dep: tuple(heads) for dep, heads in grouped.items()})
+    return out
+
+
+def n_queries(relations) -> int:
+    """How many queries `relations` holds: its (query, target) pairs with pairs that share
+    a sentence and a query word counted once (what the accuracies below divide by)."""
+    return sum(len(sentence) for sentence in _queries(relations))
+
+
 def relation_accuracy(attentions, word_ids, relations,
                       attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """(L, h) float64: for each head, the fraction of (dependent, head word) pairs for which
-    the word that the dependent's first piece attends to most (its pieces' weights summed;
-    special tokens and the dependent itself excluded; ties to the lower word index) is the
-    head word. Clark et al. (2019), "What does BERT look at?", section 4.
+    """(L, h) float64: for each head, the fraction of queries for which the word that the
+    query word's first piece attends to most (its pieces' weights summed; special tokens and
+    the query word itself excluded; ties to the lower word index) is its target word. Clark et
+    al. (2019), "What does BERT look at?", section 4, where the query is a dependent and the
+    target its head word; any direction can be measured (a verb as the query, its object as
+    the target), and pairs that share a query word form one query, right when it picks any
+    of their targets (a verb with two subjects).
 
     word_ids: per sentence a list of T entries, the word index of each token or None
     (special tokens and padding), as `transformers`' word_ids(); relations: per sentence a
-    list of (dependent, head) word indices, 0-based, the root left out."""
+    list of (query, target) word indices, 0-based."""
     a = _stack_attentions(attentions)  # (L, B, h, T, T)
     L, B, h, T = a.shape[:4]
     real = _real_tokens(attention_mask, B, T)
-    relations = _require_pairs(relations)
+    relations = _queries(relations)
     if isinstance(word_ids, str) or not isinstance(word_ids, Sequence) or len(word_ids) != B:
         got = f"length {len(word_ids)}" if isinstance(word_ids, Sequence) else \
             type(word_ids).__name__
@@ -386,33 +411,36 @@ def relation_accuracy(attentions, word_ids, relations,
         present = {w for w in words if w is not None}
         if not relations[b]:
             continue
-        n_words = max(present | {w for pair in relations[b] for w in pair}) + 1
+        n_words = max(present | {w for dep, heads in relations[b].items()
+                                 for w in (dep, *heads)}) + 1
         pieces = torch.zeros(T, n_words, dtype=torch.float64)  # (T, W): token p is in word w
         for p, w in enumerate(words):
             if w is not None:
                 pieces[p, w] = 1.0
-        for dep, head in relations[b]:
-            if dep not in present or head not in present:
-                raise ValueError(f"relations[{b}] pair ({dep}, {head}): word "
-                                 f"{dep if dep not in present else head} has no real token in "
-                                 f"word_ids[{b}]")
-            query = words.index(dep)  # the dependent's first piece
+        for dep, heads in relations[b].items():
+            for head in heads:
+                if dep not in present or head not in present:
+                    raise ValueError(f"relations[{b}] pair ({dep}, {head}): word "
+                                     f"{dep if dep not in present else head} has no real "
+                                     f"token in word_ids[{b}]")
+            query = words.index(dep)  # the query word's first piece
             to_words = a[:, b, :, query, :] @ pieces  # (L, h, W)
             to_words[..., dep] = -torch.inf
             to_words[..., [w for w in range(n_words) if w not in present]] = -torch.inf
-            right += to_words.argmax(-1) == head
+            picked = to_words.argmax(-1)  # (L, h)
+            right += torch.isin(picked, torch.tensor(heads))
             total += 1
     return right / total
 
 
 def offset_baseline(relations, offset: int) -> float:
-    """The fraction of (dependent, head) pairs whose head is the word at dependent + offset
-    (a guess outside the sentence is wrong); relations as for relation_accuracy."""
-    pairs = [pair for sentence in _require_pairs(relations) for pair in sentence]
+    """The fraction of queries whose target is the word at query + offset (a guess outside
+    the sentence is wrong); relations and queries as for relation_accuracy."""
+    queries = [item for sentence in _queries(relations) for item in sentence.items()]
     if not isinstance(offset, int) or isinstance(offset, bool) or offset == 0:
         raise ValueError(f"offset must be a nonzero int (-1 = the previous word); got "
                          f"{offset!r}")
-    return sum(head == dep + offset for dep, head in pairs) / len(pairs)
+    return sum(dep + offset in heads for dep, heads in queries) / len(queries)
 
 
 def best_offset_baseline(relations, max_offset: int = 3) -> tuple[int, float]:
@@ -426,8 +454,8 @@ def best_offset_baseline(relations, max_offset: int = 3) -> tuple[int, float]:
 
 
 def nearest_word_baseline(relations, n_words: Sequence[int] | None = None) -> float:
-    """The fraction of (dependent, head) pairs whose head is the adjacent word: the next word
-    (dependent + 1), or the previous one for the last word of the sentence.
+    """The fraction of queries whose target is the adjacent word: the next word (query + 1),
+    or the previous one for the last word of the sentence (queries as for relation_accuracy).
 
     n_words: the number of words of each sentence; by default 1 + the largest word index in
     the sentence's pairs, which is exact for a full dependency parse (every word but the root
@@ -440,14 +468,39 @@ def nearest_word_baseline(relations, n_words: Sequence[int] | None = None) -> fl
         raise ValueError(f"n_words must be a list of {len(relations)} word counts, one per "
                          f"sentence; got {n_words!r}")
     right, total = 0, 0
-    for b, (sentence, n) in enumerate(zip(relations, n_words, strict=True)):
+    for b, (sentence, n) in enumerate(zip(_queries(relations), n_words, strict=True)):
         n = require_int(n, f"n_words[{b}]")
-        for dep, head in sentence:
-            if max(dep, head) >= n:
-                raise ValueError(f"pair ({dep}, {head}) lies outside a sentence of {n} words")
-            right += head == (dep + 1 if dep + 1 < n else dep - 1)
+        for dep, heads in sentence.items():
+            if max(dep, *heads) >= n:
+                raise ValueError(f"pair ({dep}, {max(heads)}) lies outside a sentence of {n} "
+                                 f"words")
+            right += (dep + 1 if dep + 1 < n else dep - 1) in heads
             total += 1
     return right / total
+
+
+# ----------------------------------------------------------------------------- held out
+
+def choose_and_report(choose: torch.Tensor, report: torch.Tensor) -> tuple[tuple[int, int],
+                                                                           float, float]:
+    """((layer, head), its score in `choose`, its score in `report`): the head with the
+    highest score in `choose` (L, h) (ties to the first in layer-major order), measured on
+    other data, `report` (L, h). The best of L h heads scored on the sentences it was picked
+    on is optimistic by construction; scored on others it is an honest estimate."""
+    require_float_tensor(choose, "choose", "(L, h)", ndim=2)
+    require_float_tensor(report, "report", "(L, h)", ndim=2)
+    if choose.shape != report.shape:
+        raise ValueError(f"choose and report must have the same shape (L, h); got "
+                         f"{shape_str(choose)} and {shape_str(report)}")
+    layer, head = divmod(int(choose.flatten().argmax()), choose.shape[1])
+    return (layer, head), float(choose[layer, head]), float(report[layer, head])
+
+
+def held_out_offset(choose, report, max_offset: int = 3) -> tuple[int, float, float]:
+    """(offset, its accuracy on `choose`, on `report`): the best fixed offset picked on the
+    relations `choose` and measured on `report`, the same choice the best head gets."""
+    offset, chosen = best_offset_baseline(choose, max_offset)
+    return offset, chosen, offset_baseline(report, offset)
 
 
 # ----------------------------------------------------------------------------- heads off

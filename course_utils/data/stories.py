@@ -767,12 +767,14 @@ def make_classification(n: int, seed: int = 0, things: str = "seen"
 _ANALYSIS_SEED = 20240601
 
 
-def analysis_sentences() -> list[Sentence]:
+def analysis_sentences(seed: int = _ANALYSIS_SEED) -> list[Sentence]:
     """40 fixed sentences (the same on every call and machine) in which each relation
     occurs many times: each first-sentence template three times, with the second mention
     of a person always a pronoun (so "she" -> "mary" is in the sentence), then each
-    later-sentence template once, its people named."""
-    rng = random.Random(_ANALYSIS_SEED)
+    later-sentence template once, its people named. Another `seed` gives another 40 of the
+    same kinds: a held-out set on which to report what was chosen on the first."""
+    require_int(seed, "seed")
+    rng = random.Random(seed)
     sentences = []
     for template in _OPENINGS * 3:
         scene = _Scene(_cast(rng, template.people))
@@ -811,10 +813,12 @@ def cross_relations(first: Sentence, second: Sentence) -> dict[str, tuple[tuple[
     return {"antecedent": tuple(antecedent), "repeat": tuple(repeat)}
 
 
-def analysis_pairs() -> list[tuple[Sentence, Sentence]]:
+def analysis_pairs(seed: int = _ANALYSIS_SEED) -> list[tuple[Sentence, Sentence]]:
     """20 fixed pairs (A, B), B the sentence after A in a story: the first two sentences of
-    stories drawn with a fixed seed, kept when B refers back to A (see cross_relations)."""
-    rng = random.Random(_ANALYSIS_SEED)
+    stories drawn with a fixed seed, kept when B refers back to A (see cross_relations).
+    Another `seed` gives another 20, held out."""
+    require_int(seed, "seed")
+    rng = random.Random(seed)
     pairs = []
     while len(pairs) < 20:
         a, b = _story(rng)[:2]

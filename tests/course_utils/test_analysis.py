@@ -11,10 +11,13 @@ from course_utils.analysis import (
     _transformed_values,
     attention_to_tokens,
     best_offset_baseline,
+    choose_and_report,
     classify_pattern,
     each_head_off,
     head_pattern_types,
     heads_off_mask,
+    held_out_offset,
+    n_queries,
     nearest_word_baseline,
     norm_weighted_attention,
     offset_baseline,
@@ -405,6 +408,38 @@ def test_baselines():
         offset_baseline([RELATIONS], 0)
     with pytest.raises(ValueError, match="outside a sentence of 2 words"):
         nearest_word_baseline([RELATIONS], n_words=[2])
+
+
+def test_a_query_with_two_targets_counts_once_and_either_is_right():
+    """A verb with two subjects is one query: right when it picks either subject."""
+    #           [CLS] w0   w1   w2   [SEP]      w2 attends most to w0
+    word_ids = [None, 0, 1, 2, None]
+    a = torch.zeros(1, 1, 5, 5)
+    a[0, 0] = torch.eye(5)
+    a[0, 0, 3] = torch.tensor([0.1, 0.6, 0.2, 0.1, 0.0])
+    relations = [[(2, 0), (2, 1)]]
+    assert n_queries(relations) == 1
+    torch.testing.assert_close(relation_accuracy([a], [word_ids], relations),
+                               torch.tensor([[1.0]], dtype=torch.float64))
+    assert offset_baseline(relations, -1) == 1.0 and offset_baseline(relations, -2) == 1.0
+    assert nearest_word_baseline(relations, n_words=[3]) == 1.0   # the last word: previous
+    assert n_queries([[(2, 0), (2, 1)], [(0, 1), (1, 0)]]) == 3
+
+
+def test_choose_and_report_scores_the_chosen_head_on_the_other_data():
+    choose = torch.tensor([[0.2, 0.9], [0.9, 0.1]], dtype=torch.float64)   # a tie: (0, 1)
+    report = torch.tensor([[0.8, 0.3], [0.7, 0.6]], dtype=torch.float64)
+    assert choose_and_report(choose, report) == ((0, 1), pytest.approx(0.9), pytest.approx(0.3))
+    with pytest.raises(ValueError, match="same shape"):
+        choose_and_report(choose, report[:1])
+    with pytest.raises(ValueError, match="choose"):
+        choose_and_report([[0.1]], report)
+
+
+def test_held_out_offset_picks_on_one_set_and_measures_on_the_other():
+    choose = [[(0, 1), (2, 3)], [(1, 2)]]        # +1 always
+    report = [[(0, 1), (3, 1)], [(2, 0)]]        # +1 once in three
+    assert held_out_offset(choose, report) == (1, pytest.approx(1.0), pytest.approx(1 / 3))
 
 
 # ----------------------------------------------------------------------------- heads off

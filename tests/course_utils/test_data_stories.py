@@ -369,3 +369,16 @@ def test_nsp_pairs_needs_a_list_of_stories(bad):
 
 def test_the_module_lists_its_public_names():
     assert set(st.__all__) <= set(dir(st))
+
+
+def test_another_seed_gives_a_held_out_set_of_the_same_kinds():
+    first, second = analysis_sentences(), analysis_sentences(seed=1)
+    assert len(second) == len(first) == 40 and second == analysis_sentences(seed=1)
+    assert not {s.text for s in first} & {s.text for s in second}
+    for relation in ("determiner", "possessive", "object", "subject", "antecedent",
+                     "adjective"):
+        assert sum(len(s.relations[relation]) for s in second) >= 10, relation
+    pairs = analysis_pairs(seed=1)
+    assert len(pairs) == 20 and pairs != analysis_pairs()
+    with pytest.raises(ValueError, match="seed"):
+        analysis_sentences(seed="1")
