@@ -16,12 +16,13 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
                                                               -> attention, training
     seq2seq           unit 02: Seq2SeqConfig, config_for, encoder, decoder, initial_state,
                       greedy decoding, padded loss, exact match       -> data.translation
-    attention_decoder unit 03: Attention, AttentionDecoder, additive_attention,
-                      context_gru_step, alignment_hit_rate            -> seq2seq, attention
+    attention_decoder unit 03: Attention, AttentionDecoder (Bahdanau), LuongDecoder,
+                      additive_attention, context_gru_step, alignment_hit_rate
+                                                                      -> seq2seq, attention
     multihead         unit 05: MultiHeadAttention (from_torch, to_torch), split_heads,
                       merge_heads                                     -> attention
     positional        unit 05: index_encoding, LearnedPositions, sinusoidal_encoding,
-                      add_positions, concat_positions
+                      add_positions, concat_positions, rotary (RoPE)
     pointer_model     unit 05: PointerConfig, PointerModel (self-attention with positions
                       "none", "sinusoidal" or "learned"), train, accuracy, pointer_weights,
                       hit_rate          -> multihead, positional, training, data.pointer
@@ -29,6 +30,8 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
                                               -> seq2seq, attention_decoder, training
     transformer       unit 06: masks, FeedForward, EncoderLayer, DecoderLayer, KVCache,
                       TransformerConfig, Transformer             -> multihead, positional, seq2seq
+    decoding          unit 06: beam search (Wu et al.'s length penalty), temperature and top-k
+                      sampling, the log-probability of an output        -> transformer
     tokenization      unit 07: WordPiece (BERT-uncased's basic tokenisation, longest match
                       first, [CLS]/[SEP] and segment ids), train_wordpiece
     bert              unit 07: BertConfig, Bert (.attentions, head_mask), BertForPretraining,
@@ -38,7 +41,9 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
                       fine-tuning a [CLS] classifier          -> bert, tokenization, data.stories
     analysis          unit 08: attention to chosen tokens, Kovaleva pattern types, norm-weighted
                       attention, relation heads, heads switched off             -> multihead
-    viz               attention heatmaps and accuracy-by-length curves (plots only)
+    viz               attention heatmaps and accuracy-by-length curves; diagrams of a
+                      decoder step, self-attention, multi-head attention and the whole
+                      Transformer (plots only)
     widgets           ipywidgets explorers (a softmax-temperature slider, an attention
                       explorer); they also leave a static figure in notebooks executed
                       without a browser

@@ -1,4 +1,5 @@
-"""Unit 03: the attention decoder of Bahdanau et al. (2014), and how well it aligns.
+"""Unit 03: the attention decoders of Bahdanau et al. (2014) and Luong et al. (2015), and how
+well they align.
 
 Built by `Seq2SeqConfig(attention="additive")` (or any name of SCORE_FUNCTIONS;
 `bidirectional=True` for an encoder that reads both ways) and assembled with the encoder by
@@ -10,17 +11,26 @@ Built by `Seq2SeqConfig(attention="additive")` (or any name of SCORE_FUNCTIONS;
     s_t'     = GRU with c_t' in every gate (`context_gru_step`)    (B, d_h)
     logits   = W_o s_t' + b_o                                      (B, V)
 
-`AttentionDecoder.step` returns the weights (B, S) as a third item, which `greedy_decode`
+`Seq2SeqConfig(attention="multiplicative", decoder="luong")` builds `LuongDecoder` instead,
+which steps the GRU first and attends with the new state (global attention, input feeding):
+
+    s_t'     = GRU([E y_{t'-1}; s~_{t'-1}], s_{t'-1})                     (B, d_h)
+    c_t'     = sum_j alpha_{t'j} h_j,  alpha_t' = masked_softmax(score(s_t', h))  (B, d_enc)
+    s~_t'    = tanh(W_c [c_t'; s_t'])        the attentional state        (B, d_h)
+    logits   = W_o s~_t' + b_o                                             (B, V)
+
+Each decoder's `step` returns the weights (B, S) as a third item, which `greedy_decode`
 collects into (B, L, S); `alignment_hit_rate` compares them with the task's true alignment.
 
 Notation as in `seq2seq`: B batch, S source length, T target length, V vocabulary, d_emb
 embedding width, d_h decoder state width, d_enc encoder state width, d_a the additive
-score's width; w_a is the additive score's vector.
+score's width; w_a is the additive score's vector; s~ (s_tilde) Luong's attentional state.
 """
 
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn as nn
@@ -34,6 +44,7 @@ from course_utils._checks import (
     require_mask,
     shape_str,
 )
+from course_utils.attention import _masked_softmax_unchecked
 from course_utils.data.vocab import PAD_ID
 from course_utils.seq2seq import SCORE_FUNCTIONS, EncoderOutput, Seq2SeqConfig, initial_state
 
@@ -41,6 +52,8 @@ __all__ = [
     "SCORE_FUNCTIONS",
     "Attention",
     "AttentionDecoder",
+    "LuongDecoder",
+    "LuongState",
     "additive_attention",
     "alignment_hit_rate",
     "context_gru_step",
@@ -259,9 +272,15 @@ class AttentionDecoder(nn.Module):
         prepared = self.attention.prepare(enc.states)  # (B, S, d_a) or (B, S, d_enc)
         w_srz, w_ss = self.w_s.weight[: 2 * d_h], self.w_s.weight[2 * d_h:]  # (2 d_h | d_h, d_h)
         s = self.init_state(enc)  # (B, d_h)
+        mask = enc.mask.unsqueeze(1)  # (B, S) -> (B, 1, S)
         states, weights = [], []
         for t in range(tgt_in.shape[1]):
-            c, alpha = self.attention(s, enc.states, enc.mask, prepared)  # (B, d_enc), (B, S)
+            # self.attention(s, enc.states, enc.mask, prepared) without its per-call checks
+            # (the same numbers): scores, masked softmax, context
+            e = self.attention.scores(s, enc.states, prepared).unsqueeze(1)  # (B, 1, S)
+            alpha = _masked_softmax_unchecked(e, mask).squeeze(1)  # (B, 1, S) -> (B, S)
+            c = (alpha.unsqueeze(1) @ enc.states).squeeze(1)  # (B, 1, S) @ (B, S, d_enc)
+            #                                                   -> (B, 1, d_enc) -> (B, d_enc)
             g = torch.addmm(g_y[t], c, self.w_c.weight.T)  # (B, 3 d_h) + (B, d_enc) @ W_c^T
             rz = torch.sigmoid(torch.addmm(g[:, : 2 * d_h], s, w_srz.T))  # (B, 2 d_h)
             r, z = rz.chunk(2, dim=1)  # 2 x (B, d_h)
@@ -272,6 +291,145 @@ class AttentionDecoder(nn.Module):
         logits = self.out(torch.stack(states, dim=1))  # T x (B, d_h) -> (B, T, d_h) -> (B, T, V)
         if return_weights:
             return logits, torch.stack(weights, dim=1)  # (B, T, S)
+        return logits
+
+
+class LuongState(NamedTuple):
+    """What Luong's decoder carries from one step to the next: the GRU state s (B, d_h) and
+    the attentional state s~ (B, d_h) that input feeding gives the next step's GRU."""
+
+    s: torch.Tensor
+    s_tilde: torch.Tensor
+
+
+class LuongDecoder(nn.Module):
+    """The decoder of Luong, Pham and Manning (2015): global attention, input feeding.
+
+        s_{t'}     = GRU([E y_{t'-1}; s~_{t'-1}], s_{t'-1})    state, computed first (B, d_h)
+        e_{t'j}    = score(s_{t'}, h_j)     "multiplicative": h_j^T W_e s_{t'}, Luong's
+                                            "general" (his s^T W_a h with W_a = W_e^T)  (B, S)
+        alpha_{t'} = masked_softmax(e_{t'}, mask)                                     (B, S)
+        c_{t'}     = sum_j alpha_{t'j} h_j                                        (B, d_enc)
+        s~_{t'}    = tanh(W_c [c_{t'}; s_{t'}])             the attentional state    (B, d_h)
+        logits     = W_o s~_{t'} + b_o                                              (B, V)
+
+    What differs from Bahdanau's `AttentionDecoder`: the query is the *current* state s_{t'}
+    (the GRU steps first, from y_{t'-1} and s_{t'-1}), not the previous one; the context does
+    not enter the GRU's gates but meets the state after it, in s~_{t'}, which the output layer
+    reads. Input feeding (`cfg.input_feeding`, on by default) concatenates s~_{t'-1} to the next
+    step's input, so that the GRU knows what was attended to before; s~_0 = 0. Without it the
+    GRU reads E y_{t'-1} alone, as unit 02's decoder does.
+
+    Luong et al. stack LSTMs; this is one GRU of PyTorch's convention (nn.GRUCell), started
+    from `seq2seq.initial_state` like the other decoders. `cfg.attention` names the score (any
+    of SCORE_FUNCTIONS; "dot" needs d_enc == d_h). Only global attention (every source word);
+    local attention, a window around a predicted position, is not implemented.
+    `forward` loops over the T steps: with input feeding, step t' needs s~_{t'-1}.
+    """
+
+    def __init__(self, cfg: Seq2SeqConfig):
+        super().__init__()
+        if cfg.attention is None:
+            raise ValueError(f"LuongDecoder needs cfg.attention, a name of {SCORE_FUNCTIONS}; "
+                             f"got None")
+        self.cfg = cfg
+        d_h, d_enc = cfg.d_h, cfg.d_enc
+        self.embedding = nn.Embedding(cfg.tgt_vocab_size, cfg.d_emb, padding_idx=PAD_ID)
+        d_in = cfg.d_emb + (d_h if cfg.input_feeding else 0)  # [E y; s~] or E y
+        self.rnn = nn.GRUCell(d_in, d_h)  # W_ih (3 d_h, d_in), W_hh (3 d_h, d_h), two biases
+        self.attention = Attention(cfg.attention, d_h, d_enc, cfg.d_a or d_h)
+        self.w_c = nn.Linear(d_enc + d_h, d_h, bias=False)  # W_c (d_h, d_enc + d_h)
+        self.w_init = nn.Linear(d_enc, d_h) if cfg.bidirectional else None
+        self.out = nn.Linear(d_h, cfg.tgt_vocab_size)  # W_o (V, d_h), b_o (V,)
+
+    def init_state(self, enc: EncoderOutput) -> LuongState:
+        """(s_0, s~_0): s_0 (B, d_h) as in the other decoders (`seq2seq.initial_state`), and
+        s~_0 = 0 (B, d_h)."""
+        s0 = initial_state(enc, self.w_init)  # (B, d_h)
+        return LuongState(s0, torch.zeros_like(s0))  # 2 x (B, d_h)
+
+    def _input(self, y: torch.Tensor, s_tilde: torch.Tensor) -> torch.Tensor:
+        """The GRU's input: [E y; s~] (B, d_emb + d_h) with input feeding, else E y (B, d_emb)."""
+        if self.cfg.input_feeding:
+            return torch.cat([y, s_tilde], dim=1)  # (B, d_emb) + (B, d_h) -> (B, d_emb + d_h)
+        return y  # (B, d_emb)
+
+    def _attend(self, s: torch.Tensor, enc: EncoderOutput, prepared: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """s (B, d_h) -> (s~ = tanh(W_c [c; s]) (B, d_h), alpha (B, S))."""
+        c, alpha = self.attention(s, enc.states, enc.mask, prepared)  # (B, d_enc), (B, S)
+        s_tilde = torch.tanh(self.w_c(torch.cat([c, s], dim=1)))  # (B, d_enc + d_h) -> (B, d_h)
+        return s_tilde, alpha
+
+    def _gru(self, g_x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        """nn.GRUCell's update of s (B, d_h), given the input's share of the gates,
+        g_x = W_ih x + b_ih (B, 3 d_h), already computed (PyTorch's order r, z, n):
+
+            r, z = sigma(g_x[r, z] + W_h[r, z] s + b_h[r, z]),
+            n = tanh(g_x[n] + r * (W_hn s + b_hn)),   s' = (1 - z) * n + z * s
+        """
+        d_h = s.shape[1]
+        g_s = torch.addmm(self.rnn.bias_hh, s, self.rnn.weight_hh.T)  # (B, 3 d_h)
+        rz = torch.sigmoid(g_x[:, : 2 * d_h] + g_s[:, : 2 * d_h])  # (B, 2 d_h)
+        r, z = rz.chunk(2, dim=1)  # 2 x (B, d_h)
+        n = torch.tanh(g_x[:, 2 * d_h:] + r * g_s[:, 2 * d_h:])  # (B, d_h)
+        return torch.lerp(n, s, z)  # n + z * (s - n) = (1 - z) * n + z * s
+
+    def step(self, y_prev: torch.Tensor, state: LuongState, enc: EncoderOutput
+             ) -> tuple[torch.Tensor, LuongState, torch.Tensor]:
+        """One step: y_prev (B,), state (s_{t'-1}, s~_{t'-1}) ->
+        (logits (B, V), (s_{t'}, s~_{t'}), weights alpha (B, S))."""
+        require_ids(y_prev, "y_prev (previous tokens)", "(B,)", 1)
+        if not isinstance(state, tuple) or len(state) != 2:
+            raise ValueError("state must be the pair (s, s_tilde) of LuongDecoder.init_state "
+                             f"or of the previous step; got {type(state).__name__}")
+        for name, x in zip(("state.s", "state.s_tilde"), state, strict=True):
+            require_float_tensor(x, name, f"(B, {self.cfg.d_h})", ndim=2)
+            if tuple(x.shape) != (y_prev.shape[0], self.cfg.d_h):
+                raise ValueError(f"{name} must have shape ({y_prev.shape[0]}, {self.cfg.d_h}); "
+                                 f"got {shape_str(x.shape)}")
+        require_encoder_states(enc.states, enc.mask, y_prev.shape[0], self.cfg.d_enc)
+        y = self.embedding(y_prev)  # (B,) -> (B, d_emb)
+        s = self.rnn(self._input(y, state.s_tilde), state.s)  # (B, d_h): the state comes first
+        s_tilde, alpha = self._attend(s, enc)  # (B, d_h), (B, S): then attention, with it
+        return self.out(s_tilde), LuongState(s, s_tilde), alpha  # (B, V), 2 x (B, d_h), (B, S)
+
+    def forward(self, tgt_in: torch.Tensor, enc: EncoderOutput, return_weights: bool = False):
+        """Teacher forcing: tgt_in (B, T) = <start> y_1 .. y_{T-1} -> logits (B, T, V)
+        (and, with `return_weights`, the weights (B, T, S)). The same numbers as T calls of
+        `step` with the gold tokens."""
+        require_ids(tgt_in, "tgt_in", "(B, T)", 2)
+        require_encoder_states(enc.states, enc.mask, tgt_in.shape[0], self.cfg.d_enc)
+        d_emb, d_enc = self.cfg.d_emb, self.cfg.d_enc
+        h, mask = enc.states, enc.mask  # (B, S, d_enc), (B, S)
+        # What does not depend on the step, once per batch: the token's share of the GRU's
+        # input gates for all T steps, and the key side of the score.
+        w_ih = self.rnn.weight_ih  # (3 d_h, d_emb [+ d_h]): [W_iy | W_is~]
+        g_y = self.embedding(tgt_in) @ w_ih[:, :d_emb].T + self.rnn.bias_ih  # (B, T, 3 d_h)
+        g_y = g_y.unbind(dim=1)  # T x (B, 3 d_h)
+        w_cc, w_cs = self.w_c.weight[:, :d_enc], self.w_c.weight[:, d_enc:]  # W_c = [W_cc | W_cs]
+        if self.attention.score in ("multiplicative", "bilinear"):
+            keys = h @ self.attention.w  # h_j^T W_e s = (W_e^T h_j) . s: (B, S, d_h)
+            score = lambda s: torch.bmm(keys, s.unsqueeze(2)).squeeze(2)  # noqa: E731
+            #                  (B, S, d_h) @ (B, d_h, 1) -> (B, S, 1) -> (B, S)
+        else:
+            prepared = self.attention.prepare(h)  # (B, S, d_a) or (B, S, d_enc)
+            score = lambda s: self.attention.scores(s, h, prepared)  # noqa: E731  (B, S)
+        s, s_tilde = self.init_state(enc)  # 2 x (B, d_h)
+        outputs, weights = [], []
+        for g in g_y:
+            if self.cfg.input_feeding:
+                g = torch.addmm(g, s_tilde, w_ih[:, d_emb:].T)  # + (B, d_h) @ (d_h, 3 d_h)
+            s = self._gru(g, s)  # (B, d_h)
+            alpha = _masked_softmax_unchecked(score(s), mask)  # (B, S), scores of checked inputs
+            c = torch.bmm(alpha.unsqueeze(1), h).squeeze(1)  # (B, 1, S) @ (B, S, d_enc)
+            #                                                   -> (B, 1, d_enc) -> (B, d_enc)
+            s_tilde = torch.tanh(torch.addmm(c @ w_cc.T, s, w_cs.T))  # W_c [c; s]: (B, d_h)
+            outputs.append(s_tilde)
+            weights.append(alpha)
+        logits = self.out(torch.stack(outputs, dim=1))  # T x (B, d_h) -> (B, T, d_h) -> (B, T, V)
+        if return_weights:
+            return logits, torch.stack(weights, dim=1)  # T x (B, S) -> (B, T, S)
         return logits
 
 

@@ -19,8 +19,8 @@ Training uses teacher forcing: the decoder reads the gold y_{t-1} and all T step
 call of `nn.GRU`. Testing uses greedy decoding: the decoder reads its own previous argmax,
 one step at a time, until it writes <end> (each sequence on its own) or `max_len` steps.
 
-Unit 03's attention decoder is `course_utils.attention_decoder`; the assembled model
-(`Seq2Seq`), `train` and `evaluate` are `course_utils.translator`.
+Unit 03's attention decoders (Bahdanau's and Luong's) are `course_utils.attention_decoder`;
+the assembled model (`Seq2Seq`), `train` and `evaluate` are `course_utils.translator`.
 
 Notation: B batch, S source length, T target length, V vocabulary size, d_emb embedding
 width, d_h GRU state width, d_enc encoder state width (d_h, or 2 d_h bidirectional), d_a the
@@ -51,6 +51,7 @@ from course_utils.data.translation import TranslationTask, vocabulary_sizes
 from course_utils.data.vocab import END_ID, PAD_ID, START_ID
 
 __all__ = [
+    "ATTENTION_DECODERS",
     "SCORE_FUNCTIONS",
     "Decoder",
     "Encoder",
@@ -71,6 +72,9 @@ __all__ = [
 # the attention scores of units 03/04 (`attention_decoder.Attention`); "bilinear" is
 # "multiplicative"
 SCORE_FUNCTIONS = ("additive", "multiplicative", "bilinear", "dot", "scaled_dot", "cosine")
+# unit 03's two attention decoders: Bahdanau et al. (2014), `attention_decoder.AttentionDecoder`;
+# Luong et al. (2015), `attention_decoder.LuongDecoder`
+ATTENTION_DECODERS = ("bahdanau", "luong")
 
 
 # ----------------------------------------------------------------------------- config
@@ -90,14 +94,26 @@ class Seq2SeqConfig:
     attention: str | None = None
     d_a: int | None = None  # width of the additive score; None = d_h ("additive" only)
     bidirectional: bool = False  # encoder reads both ways: states (B, S, 2 d_h)
+    # unit 03, with attention: "bahdanau" scores s_{t'-1} and feeds c_{t'} into the GRU;
+    # "luong" scores s_{t'} and feeds the attentional state tanh(W_c [c_{t'}; s_{t'}]) to the
+    # output layer (ATTENTION_DECODERS)
+    decoder: str = "bahdanau"
+    input_feeding: bool = True  # "luong" only: the GRU also reads the last attentional state
 
     def __post_init__(self):
         for name in ("src_vocab_size", "tgt_vocab_size", "d_emb", "d_h", "max_len"):
             require_int(getattr(self, name), name)
-        for name in ("feed_final", "reverse_source", "bidirectional"):
+        for name in ("feed_final", "reverse_source", "bidirectional", "input_feeding"):
             require_bool(getattr(self, name), name)
         if self.attention is not None:
             require_choice(self.attention, "attention", (None, *SCORE_FUNCTIONS))
+        require_choice(self.decoder, "decoder", ATTENTION_DECODERS)
+        if self.decoder == "luong" and self.attention is None:
+            raise ValueError("decoder='luong' is an attention decoder: it needs attention, a name "
+                             f"of {SCORE_FUNCTIONS} ('multiplicative' is Luong's 'general')")
+        if not self.input_feeding and self.decoder != "luong":
+            raise ValueError("input_feeding=False switches off the input feeding of "
+                             f"decoder='luong'; got decoder={self.decoder!r}")
         if self.d_a is not None:
             require_int(self.d_a, "d_a")
             if self.attention != "additive":

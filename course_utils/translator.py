@@ -6,7 +6,8 @@
     ids, weights = model.translate(src, lengths, return_weights=True)
 
 `Seq2SeqConfig(attention=None)` gives unit 02's decoder (`seq2seq.Decoder`), a score name
-gives unit 03's (`attention_decoder.AttentionDecoder`); `train` is `training.fit` with
+gives unit 03's (`attention_decoder.AttentionDecoder`, or `attention_decoder.LuongDecoder` with
+`decoder="luong"`); `train` is `training.fit` with
 minibatch epochs and teacher forcing.
 """
 
@@ -18,7 +19,7 @@ import torch
 import torch.nn as nn
 
 from course_utils._checks import require_int
-from course_utils.attention_decoder import AttentionDecoder
+from course_utils.attention_decoder import AttentionDecoder, LuongDecoder
 from course_utils.data.vocab import minibatches
 from course_utils.seq2seq import (
     Decoder,
@@ -43,7 +44,10 @@ class Seq2Seq(nn.Module):
         self.cfg = cfg
         self.encoder = Encoder(cfg)
         if decoder is None:
-            decoder = Decoder(cfg) if cfg.attention is None else AttentionDecoder(cfg)
+            if cfg.attention is None:
+                decoder = Decoder(cfg)
+            else:
+                decoder = LuongDecoder(cfg) if cfg.decoder == "luong" else AttentionDecoder(cfg)
         self.decoder = decoder
 
     def forward(self, src, lengths, tgt_in) -> torch.Tensor:

@@ -11,7 +11,7 @@ PACKAGE = Path(course_utils.__file__).parent
 TEACHING = ["_checks", "attention", "bow", "seq2seq", "attention_decoder", "translator",
             "multihead", "positional", "training", "progress", "viz", "widgets", "data.vocab",
             "data.corpus", "data.translation", "data.pointer", "pointer_model", "transformer",
-            "tokenization", "bert", "analysis", "data.stories"]
+            "decoding", "tokenization", "bert", "analysis", "data.stories"]
 
 
 def path_of(module: str) -> Path:

@@ -13,6 +13,7 @@ from course_utils.positional import (
     add_positions,
     concat_positions,
     index_encoding,
+    rotary,
     sinusoidal_encoding,
 )
 
@@ -113,5 +114,122 @@ def test_positions_break_the_permutation_equivariance_of_self_attention():
     (lambda: LearnedPositions(10, 0), r"d_model must be a positive int"),
 ])
 def test_bad_arguments_raise_naming_what_was_expected(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+# ----------------------------------------------------------------------------- rotary (RoPE)
+
+def rotation_by_hand(x, positions, base=10000.0):
+    """The paper's block-diagonal matrix R_t, one 2 x 2 rotation per pair, applied row by row."""
+    d_k = x.shape[-1]
+    rows = []
+    for vector, t in zip(x, positions.tolist(), strict=True):
+        rotation = torch.zeros(d_k, d_k, dtype=torch.float64)
+        for i in range(d_k // 2):
+            angle = t * base ** (-2 * i / d_k)
+            c, s = math.cos(angle), math.sin(angle)
+            rotation[2 * i: 2 * i + 2, 2 * i: 2 * i + 2] = torch.tensor([[c, -s], [s, c]],
+                                                                      dtype=torch.float64)
+        rows.append(rotation @ vector)
+    return torch.stack(rows)
+
+
+def test_rotary_is_the_papers_block_diagonal_rotation_with_theta_i_from_i_zero():
+    torch.manual_seed(0)
+    x = torch.randn(7, 8, dtype=torch.float64)
+    positions = torch.tensor([0, 1, 2, 5, 17, 100, 4095])
+    torch.testing.assert_close(rotary(x, positions), rotation_by_hand(x, positions),
+                               atol=1e-12, rtol=0)
+    torch.testing.assert_close(rotary(x, positions, base=500.0),
+                               rotation_by_hand(x, positions, base=500.0), atol=1e-12, rtol=0)
+
+
+def test_rotary_agrees_with_the_complex_number_formulation():
+    torch.manual_seed(1)
+    x = torch.randn(2, 3, 9, 16, dtype=torch.float64)  # (B, n_heads, T, d_k)
+    theta = 10000.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 16)  # (d_k / 2,)
+    turn = torch.polar(torch.ones(9, 8, dtype=torch.float64),
+                       torch.arange(9, dtype=torch.float64)[:, None] * theta)  # e^(j t theta_i)
+    z = torch.view_as_complex(x.reshape(2, 3, 9, 8, 2))  # pair i = x[2i] + j x[2i + 1]
+    want = torch.view_as_real(z * turn).reshape(2, 3, 9, 16)
+    torch.testing.assert_close(rotary(x), want, atol=1e-12, rtol=0)
+
+
+def test_rotary_keeps_norms_and_leaves_position_zero_alone():
+    torch.manual_seed(2)
+    x = torch.randn(4, 50, 32, dtype=torch.float64)
+    y = rotary(x)
+    torch.testing.assert_close(y.norm(dim=-1), x.norm(dim=-1), atol=1e-12, rtol=0)
+    assert torch.equal(y[:, 0], x[:, 0])
+    assert torch.equal(rotary(x, torch.zeros(50, dtype=torch.long)), x)
+    assert not torch.allclose(y[:, 1:], x[:, 1:])
+
+
+def test_rotary_scores_depend_on_the_offset_only():
+    """(R_t q) . (R_u k) = (R_(t+s) q) . (R_(u+s) k) for every shift s: relative position."""
+    torch.manual_seed(3)
+    q, k = torch.randn(2, 1, 64, dtype=torch.float64)  # one query, one key: (1, d_k) each
+    pairs = [(0, 0), (0, 5), (5, 0), (3, 40), (31, 2)]
+
+    def score(t, u):
+        return (rotary(q, torch.tensor([t])) @ rotary(k, torch.tensor([u])).T).item()
+
+    for t, u in pairs:
+        for shift in (1, 7, 100, 1000, 12345):
+            assert score(t + shift, u + shift) == pytest.approx(score(t, u), abs=1e-9)
+    # and a whole score matrix of a repeated q and k is constant along each diagonal
+    scores = rotary(q.expand(30, 64)) @ rotary(k.expand(30, 64)).T  # (T, T)
+    for offset in (-7, 0, 3, 20):
+        diagonal = torch.diagonal(scores, offset=offset)
+        torch.testing.assert_close(diagonal, diagonal[0].expand_as(diagonal))
+    # both must turn: with the key alone rotated, a shift of the pair changes the score
+    key_only = [(q @ rotary(k, torch.tensor([u])).T).item() for u in (40, 140)]
+    assert key_only[0] != pytest.approx(key_only[1], abs=1e-3)
+
+
+def test_rotary_uses_the_frequencies_of_the_sinusoidal_encoding():
+    """The vector (0, 1, 0, 1, ...) turned to position t is (-sin, cos) of the sinusoids."""
+    x = torch.zeros(20, 16, dtype=torch.float64)
+    x[:, 1::2] = 1.0
+    pe = sinusoidal_encoding(20, 16, dtype=torch.float64)
+    want = torch.stack([-pe[:, 0::2], pe[:, 1::2]], dim=-1).flatten(-2)
+    torch.testing.assert_close(rotary(x), want, atol=1e-12, rtol=0)
+
+
+def test_rotary_broadcasts_positions_and_keeps_the_dtype():
+    torch.manual_seed(4)
+    x = torch.randn(2, 3, 5, 8)  # (B, n_heads, T, d_k), float32
+    positions = torch.tensor([4, 0, 9, 2, 7])
+    y = rotary(x, positions)
+    assert y.shape == x.shape and y.dtype == torch.float32
+    for b in range(2):
+        for h in range(3):
+            torch.testing.assert_close(y[b, h], rotary(x[b, h], positions))
+    per_row = torch.tensor([[0, 1, 2, 3, 4], [10, 11, 12, 13, 14]])[:, None]  # (B, 1, T)
+    torch.testing.assert_close(rotary(x, per_row)[1], rotary(x[1], per_row[1, 0]))
+    torch.testing.assert_close(rotary(x.double(), positions.double()).float(), y)
+    assert rotary(x.to(torch.bfloat16)).dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: rotary(torch.zeros(2, 5, 7)),
+     r"x must have shape \(\.\.\., T, d_k\) with d_k even .*got shape \(2, 5, 7\), d_k = 7"),
+    (lambda: rotary(torch.zeros(2, 5, 8, dtype=torch.long)),
+     r"x must be a floating-point tensor .* of shape \(\.\.\., T, d_k\) with d_k even; "
+     r"got dtype torch.int64"),
+    (lambda: rotary(torch.zeros(8)), r"at least 2 dimension\(s\), shape \(\.\.\., T, d_k\)"),
+    (lambda: rotary([[0.0, 1.0]]), r"x must be a torch.Tensor of shape \(\.\.\., T, d_k\)"),
+    (lambda: rotary(torch.zeros(2, 5, 8), torch.arange(6)),
+     r"positions must have shape \(T,\) = \(5,\), or broadcastable to \(2, 5\).*"
+     r"got shape \(6,\)"),
+    (lambda: rotary(torch.zeros(5, 8), [0, 1, 2, 3, 4]),
+     r"positions must be an int or float torch.Tensor of shape \(T,\) = \(5,\)"),
+    (lambda: rotary(torch.zeros(5, 8), torch.ones(5, dtype=torch.bool)),
+     r"positions must be an int or float torch.Tensor.*got torch.bool"),
+    (lambda: rotary(torch.zeros(5, 8), base=1.0), r"base must be greater than 1"),
+    (lambda: rotary(torch.zeros(5, 8), base=-3), r"base must be a positive finite number"),
+])
+def test_rotary_rejects_bad_input_naming_the_expected_shape(call, message):
     with pytest.raises(ValueError, match=message):
         call()

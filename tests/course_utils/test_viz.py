@@ -1,6 +1,8 @@
 """Tests for course_utils.viz: attention_heatmap and accuracy_by_length_plot (Agg backend, no
 window is opened)."""
 
+import re
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -10,7 +12,12 @@ from course_utils.viz import (
     accuracy_by_length_plot,
     attention_heatmap,
     attention_lines,
+    decoder_step_diagram,
     head_heatmap,
+    multihead_diagram,
+    self_attention_diagram,
+    split_heads_diagram,
+    transformer_diagram,
 )
 
 plt.switch_backend("Agg")  # also when MPLBACKEND is not set
@@ -338,3 +345,117 @@ def test_head_heatmap_keeps_given_colour_limits():
 def test_head_heatmap_rejects_bad_input(values, message):
     with pytest.raises(ValueError, match=message):
         head_heatmap(values)
+
+
+def test_decoder_step_diagrams_draw_each_decoders_flow():
+    """Bahdanau: the query is s_{t'-1} and c_{t'} goes into the GRU; Luong: the query is s_{t'},
+    the context meets it after the GRU in s~_{t'}, which is fed to the next step."""
+    fig, (left, right) = plt.subplots(1, 2)
+    assert decoder_step_diagram("bahdanau", ax=left) is left
+    assert decoder_step_diagram("luong", ax=right) is right
+    bahdanau, luong = ({t.get_text() for t in ax.texts} for ax in (left, right))
+    for labels in (bahdanau, luong):
+        assert {"$c_{t'}$", "$s_{t'}$", "$s_{t'-1}$", "$y_{t'-1}$", "query",
+                "keys, values"} <= labels
+    assert "GRU\n(context in every gate)" in bahdanau
+    assert "attention\n$e_{t'j} = \\mathrm{score}(s_{t'-1}, h_j)$" in bahdanau
+    assert not any("tilde" in label for label in bahdanau)
+    assert {"$\\tilde s_{t'}$", "$\\tilde s_{t'-1}$", "$\\tanh(W_c[c_{t'}; s_{t'}])$",
+            "input feeding", "attention\n$e_{t'j} = h_j^\\top W_e\\, s_{t'}$"} <= luong
+    # one arrow per edge: 10 for Bahdanau, 13 for Luong (two of them dashed: input feeding)
+    arrows = [[t for t in ax.texts if t.get_text() == "" and t.arrow_patch is not None]
+              for ax in (left, right)]
+    assert [len(a) for a in arrows] == [10, 13]
+    assert sum(a.arrow_patch.get_linestyle() == "--" for a in arrows[1]) == 2
+    assert left.get_title().startswith("Bahdanau") and right.get_title().startswith("Luong")
+    fig.canvas.draw()  # the mathtext of every label renders
+
+
+def test_decoder_step_diagram_makes_its_own_axes_and_rejects_other_kinds():
+    ax = decoder_step_diagram("luong", title="one step")
+    assert ax.get_title() == "one step" and not ax.axison
+    with pytest.raises(ValueError, match=r"kind must be 'bahdanau' or 'luong'; got 'local'"):
+        decoder_step_diagram("local")
+
+
+# ------------------------------------------------------------------------ unit 05's diagrams
+
+def labels_of(ax):
+    return [t.get_text() for t in ax.texts]
+
+
+def test_self_attention_diagram_draws_every_matrix_with_its_shape():
+    ax = self_attention_diagram(n_positions=6, d_model=8, d_k=4, d_v=3)
+    assert isinstance(ax.figure, plt.Figure) and not ax.axison
+    labels = labels_of(ax)
+    assert labels.count("$X$") == 3 and labels.count("$\\alpha$") == 2
+    assert {"$W^Q$", "$W^K$", "$W^V$", "$Q$", "$K$", "$V$", "$K^\\top$", "$Z$", "softmax(",
+            "$/ \\sqrt{d_k}$ )"} <= set(labels)
+    assert {"(T, d_model)\n(6, 8)", "(d_model, d_k)\n(8, 4)", "(d_model, d_v)\n(8, 3)",
+            "(T, d_k)\n(6, 4)", "(d_k, T)\n(4, 6)", "(T_q, T_k)\n(6, 6)",
+            "(T, d_v)\n(6, 3)"} <= set(labels)
+    # each matrix a rectangle of its shape: X is 6 x 8 entries, W^Q 8 x 4
+    outlines = [p for p in ax.patches if p.get_facecolor()[3] == 0]
+    sizes = {(round(p.get_height() / 0.3), round(p.get_width() / 0.3)) for p in outlines}
+    assert {(6, 8), (8, 4), (8, 3), (6, 4), (4, 6), (6, 6), (6, 3)} == sizes
+    assert "XW^Q" in ax.get_title()
+    ax.figure.canvas.draw()  # the mathtext of every label renders
+
+
+def test_multihead_diagram_splits_attends_per_head_concatenates_and_applies_w_o():
+    ax = multihead_diagram(n_positions=4, d_model=6, n_heads=3)
+    labels = labels_of(ax)
+    assert {"$X$", "$Q$", "$K$", "$V$", "concat", "$W^O$", "output"} <= set(labels)
+    for i in range(3):
+        assert f"$\\mathrm{{head}}_{{{i}}}$" in labels
+        assert (f"head {i}\nsoftmax$(Q_{{{i}}} K_{{{i}}}^\\top / \\sqrt{{d_k}})\\, V_{{{i}}}$"
+                in labels)
+    assert "(T, n_heads d_k)\n(4, 6)" in labels and "(T, d_k)\n(4, 2)" in labels
+    assert any("3 heads of d_k = 2" in label for label in labels)
+    assert "n_heads = 3" in ax.get_title()
+    ax.figure.canvas.draw()
+    with pytest.raises(ValueError, match=r"d_model = 6 must be divisible by n_heads = 4"):
+        multihead_diagram(d_model=6, n_heads=4)
+
+
+def test_split_heads_diagram_gives_each_head_its_columns_and_shows_the_wrong_reshape():
+    fig, (right, wrong) = plt.subplots(1, 2)
+    assert split_heads_diagram(ax=right) is right
+    assert split_heads_diagram(wrong=True, ax=wrong) is wrong
+
+    def cells(ax, x_from):
+        # the "t,j" labels of the matrices right of x = x_from, in drawing order
+        return [t.get_text() for t in ax.texts
+                if re.fullmatch(r"\d+,\d+", t.get_text()) and t.get_position()[0] > x_from]
+
+    # T = 4, d_model = 6, 2 heads of d_k = 3; the heads start at x = d_model + 2.6
+    right_heads, wrong_heads = cells(right, 8.0), cells(wrong, 8.0)
+    assert right_heads[:3] == ["0,0", "0,1", "0,2"] and right_heads[3:6] == ["1,0", "1,1", "1,2"]
+    assert right_heads[12:15] == ["0,3", "0,4", "0,5"]   # head 1: features 3-5 of position 0
+    assert wrong_heads[:6] == ["0,0", "0,1", "0,2", "0,3", "0,4", "0,5"]  # position 0 twice
+    assert "head 0 (T, d_k)" in labels_of(right) and "'head 0' (T, d_k)" in labels_of(wrong)
+    assert "split" in labels_of(right) and "reshape" in labels_of(wrong)
+    assert right.get_title().startswith("split_heads") and wrong.get_title().startswith("WRONG")
+    assert len(cells(right, -1.0)) == 2 * 24   # x and its two heads, every cell labelled
+
+
+def test_transformer_diagram_draws_the_whole_model_from_the_ids_to_the_softmax():
+    ax = transformer_diagram()
+    labels = [t.get_text() for t in ax.texts]
+    height = {t.get_text(): t.get_position()[1] for t in ax.texts}
+    for label in ("input embedding × √d_model", "output embedding × √d_model",
+                  "multi-head self-attention", "masked multi-head\nself-attention",
+                  "multi-head\ncross-attention", "position-wise feed-forward",
+                  "memory  (B, S, d_model)", "linear  d_model → V", "softmax"):
+        assert label in labels, label
+    assert labels.count("+ positional encoding") == 2      # source and target
+    assert labels.count("position-wise feed-forward") == 2  # one in each layer
+    assert labels.count("add & LayerNorm") == 5             # 2 encoder + 3 decoder sub-layers
+    assert labels.count("× L") == 2                         # both stacks
+    # from the bottom up: ids, embedding, positions, the layer, linear, softmax
+    assert (height["output embedding × √d_model"] < height["+ positional encoding"]
+            < height["masked multi-head\nself-attention"] < height["multi-head\ncross-attention"]
+            < height["linear  d_model → V"] < height["softmax"])
+    assert ax.get_title().startswith("The Transformer")
+    _, mine = plt.subplots()
+    assert transformer_diagram(ax=mine, title="mine") is mine and mine.get_title() == "mine"
