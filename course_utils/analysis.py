@@ -77,7 +77,7 @@ __all__ = ["PATTERN_TYPES", "attention_to_tokens", "best_offset_baseline", "choo
            "classify_pattern", "each_head_off", "head_pattern_types", "heads_off_mask",
            "held_out_offset", "n_queries", "nearest_word_baseline", "norm_weighted_attention",
            "offset_baseline", "pattern_features", "pattern_shares", "relation_accuracy",
-           "value_norms"]
+           "value_norms", "value_vectors"]
 
 PATTERN_TYPES = ("vertical", "diagonal", "vertical+diagonal", "block", "heterogeneous")
 STRUCTURED = 0.6  # special + diagonal at least this: a vertical and/or diagonal map
@@ -305,6 +305,14 @@ def _transformed_values(attn: MultiHeadAttention, x: torch.Tensor) -> torch.Tens
     # w_o.weight is (d_model out, d_model in); head h feeds inputs h d_k .. (h + 1) d_k - 1
     w_o = attn.w_o.weight.reshape(attn.d_model, attn.n_heads, attn.d_k)  # (d_out, h, d_k)
     return torch.einsum("bhtk,dhk->bhtd", v, w_o)  # (B, h, T, d_model)
+
+
+def value_vectors(attn: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
+    """f^h(x_j) = (x_j W_V^h + b_V^h) W_O^h: (B, h, T, d_model), what key j adds to the
+    attention output through head h at weight 1 (value_norms gives their lengths)."""
+    _require_attention_input(attn, x)
+    with torch.no_grad():
+        return _transformed_values(attn, x)
 
 
 def value_norms(attn: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:

@@ -17,6 +17,10 @@
                               without the transpose gives instead (unit 05)
     transformer_diagram       the whole encoder-decoder Transformer: embeddings and positions,
                               L encoder and L decoder layers, linear and softmax (unit 06)
+    bag_of_words_diagram      unit 01's attention bag: window, scores against the previous
+                              word, softmax, the weighted bag, the output layer
+    norm_decomposition_diagram  one query's attention output as the terms alpha_ij f(x_j)
+                              added tip to tail, each to scale (Kobayashi et al., unit 08)
 
 Plotting lives here and never inside model code: models return their attention weights,
 and these functions draw them.
@@ -42,8 +46,9 @@ from course_utils._checks import (
 )
 
 __all__ = ["accuracy_by_length_plot", "attention_heatmap", "attention_lines",
-           "decoder_step_diagram", "head_heatmap", "multihead_diagram", "self_attention_diagram",
-           "split_heads_diagram", "transformer_diagram"]
+           "bag_of_words_diagram", "decoder_step_diagram", "head_heatmap", "multihead_diagram",
+           "norm_decomposition_diagram", "self_attention_diagram", "split_heads_diagram",
+           "transformer_diagram"]
 
 
 def attention_heatmap(
@@ -703,4 +708,112 @@ def transformer_diagram(ax: plt.Axes | None = None, title: str | None = None) ->
     ax.axis("off")
     ax.set_title("The Transformer: embeddings and positions, L encoder and L decoder layers, "
                  "linear and softmax" if title is None else title, fontsize=11)
+    return ax
+
+
+def bag_of_words_diagram(n_ctx: int = 4, positions: bool = True, ax: plt.Axes | None = None,
+                         title: str | None = None) -> plt.Axes:
+    """Unit 01's attention bag, predicting w_i from the words before it:
+
+        query q = E(w_{i-1});  keys k_j = E(w_j) (+ P_j with positions), values E(w_j)
+        e_j = score(k_j, q);  alpha = softmax(e) over the real words of the window
+        A = sum_j alpha_j E(w_j);  p(w_i | ...) = softmax(W_o [E(w_{i-1}); A] + b_o)
+
+    drawn for a window of `n_ctx` earlier words (slot n_ctx is the word just before
+    w_{i-1}). Every label is a text of `ax.texts`. Returns the Axes."""
+    require_int(n_ctx, "n_ctx", low=1, high=8)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(11, 6.2))
+    xs = [1.6 * j for j in range(n_ctx)]
+    x_prev = xs[-1] + 2.4
+    for j, x in enumerate(xs):
+        ax.text(x, 0.0, f"$w_{{i-{n_ctx + 1 - j}}}$", ha="center", va="center", fontsize=11)
+        _bow_box(ax, x, 1.0, "$E(w)$" + (f"\n$+ P_{{{j + 1}}}$" if positions else ""),
+                 "#bcdcf2")
+        _arrow(ax, (x, 0.25), (x, 0.68))
+        _bow_box(ax, x, 2.4, f"$e_{j + 1}$", "#f6d8a8", width=0.9)
+        _arrow(ax, (x, 1.33), (x, 2.15))
+        _arrow(ax, (x_prev - 0.7, 1.0), (x + 0.45, 2.3), colour="tab:orange")
+    ax.text(x_prev, 0.0, "$w_{i-1}$", ha="center", va="center", fontsize=11)
+    _bow_box(ax, x_prev, 1.0, "$q = E(w_{i-1})$", "#bcdcf2", width=1.5)
+    _arrow(ax, (x_prev, 0.25), (x_prev, 0.68))
+    ax.text(x_prev + 0.1, 1.75, "query: scores every\nearlier word", fontsize=8,
+            color="tab:orange", ha="left")
+    x_mid = (xs[0] + xs[-1]) / 2
+    _bow_box(ax, x_mid, 3.55, r"$\alpha = \mathrm{softmax}(e)$ over the real words",
+             "#e4e4e4", width=max(3.2, xs[-1] - xs[0] + 1.0))
+    for x in xs:
+        _arrow(ax, (x, 2.65), (x, 3.3))
+    _bow_box(ax, x_mid, 4.7, r"$A = \sum_j \alpha_j\, E(w_j)$" + "\n(values: the words alone)",
+             "#cfe8c8", width=max(3.2, xs[-1] - xs[0] + 1.0))
+    _arrow(ax, (x_mid, 3.8), (x_mid, 4.35))
+    x_out = (x_mid + x_prev) / 2
+    _bow_box(ax, x_out, 5.95, r"$\mathrm{softmax}(W_o\,[E(w_{i-1});\, A] + b_o)$"
+             + r" $\to p(w_i \mid w_{<i})$", "white", width=4.6)
+    _arrow(ax, (x_mid, 5.05), (x_out - 0.8, 5.65))
+    _arrow(ax, (x_prev, 1.33), (x_out + 0.8, 5.65))
+    ax.set_xlim(xs[0] - 1.2, x_prev + 2.2)
+    ax.set_ylim(-0.5, 6.6)
+    ax.axis("off")
+    ax.set_title(title or f"The attention bag of unit 01 (a window of {n_ctx} earlier words)")
+    return ax
+
+
+def _bow_box(ax: plt.Axes, x: float, y: float, text: str, colour: str,
+             width: float = 1.3, height: float = 0.62) -> None:
+    ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height,
+                                boxstyle="round,pad=0.02,rounding_size=0.08", fc=colour,
+                                ec="black", lw=0.8))
+    ax.text(x, y, text, ha="center", va="center", fontsize=9)
+
+
+def norm_decomposition_diagram(weights, lengths, directions, tokens: Sequence[str],
+                               ax: plt.Axes | None = None, title: str | None = None
+                               ) -> plt.Axes:
+    """Kobayashi et al.'s decomposition of one query's attention output (unit 08),
+
+        y_i = sum_j alpha_ij f(x_j) + b_O,   ||alpha_ij f(x_j)|| = alpha_ij ||f(x_j)||,
+
+    drawn as the terms alpha_ij f(x_j) added tip to tail, each arrow exactly as long as the
+    term (`weights` alpha_ij (T,) times `lengths` ||f(x_j)|| (T,)), in the direction
+    `directions` (T, 2) (e.g. f(x_j) projected on two axes), with the weight alpha_ij written
+    beside it: a large weight on a short vector adds almost nothing. Given every term, the
+    path ends at y_i - b_O; given some, at their sum. Returns the Axes."""
+    weights = np.asarray(weights, dtype=float)
+    lengths = np.asarray(lengths, dtype=float)
+    directions = np.asarray(directions, dtype=float)
+    n = len(tokens)
+    if weights.shape != (n,) or lengths.shape != (n,) or directions.shape != (n, 2):
+        raise ValueError(f"weights and lengths must have shape (T,) = ({n},) and directions "
+                         f"(T, 2) = ({n}, 2), one per token; got {weights.shape}, "
+                         f"{lengths.shape} and {directions.shape}")
+    if not (np.isfinite(weights).all() and np.isfinite(lengths).all()
+            and np.isfinite(directions).all()) or (lengths < 0).any() or (weights < 0).any():
+        raise ValueError("weights and lengths must be finite and >= 0, directions finite")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 6))
+    norms = np.linalg.norm(directions, axis=1, keepdims=True)
+    unit = np.divide(directions, norms, out=np.zeros_like(directions), where=norms > 0)
+    terms = unit * (weights * lengths)[:, None]  # (T, 2): each alpha_ij f(x_j), to scale
+    colours = plt.get_cmap("tab10")
+    tip, points = np.zeros(2), [np.zeros(2)]
+    for j in np.argsort(-weights):
+        end = tip + terms[j]
+        ax.annotate("", xy=end, xytext=tip,
+                    arrowprops={"arrowstyle": "-|>", "color": colours(j % 10), "lw": 1.6})
+        middle = (tip + end) / 2
+        ax.text(middle[0], middle[1], f" {tokens[j]} (α={weights[j]:.2f})", fontsize=8,
+                color=colours(j % 10), clip_on=True)
+        tip = end
+        points.append(tip)
+    ax.plot(*tip, "ko", ms=4)
+    ax.text(tip[0], tip[1], "  their sum", fontsize=10, clip_on=True)  # y_i - b_O if all
+    points = np.array(points)  # (T + 1, 2): the path of the sum
+    low, high = points.min(0), points.max(0)
+    pad = 0.15 * max(float((high - low).max()), 1e-9)
+    ax.set_xlim(low[0] - pad, high[0] + 3 * pad)
+    ax.set_ylim(low[1] - pad, high[1] + pad)
+    ax.set_aspect("equal", adjustable="box")
+    ax.grid(alpha=0.3)
+    ax.set_title(title or r"$y_i$ as the sum of $\alpha_{ij} f(x_j)$, each arrow to scale")
     return ax

@@ -25,6 +25,7 @@ from course_utils.analysis import (
     pattern_shares,
     relation_accuracy,
     value_norms,
+    value_vectors,
 )
 from course_utils.multihead import MultiHeadAttention
 
@@ -329,6 +330,20 @@ def test_value_norms_against_a_loop_over_heads():
                 v = attn.w_v.weight[cols] @ x[b, j] + attn.w_v.bias[cols]
                 want = (attn.w_o.weight[:, cols] @ v).norm()
                 assert abs(got[b, h, j] - want) < 1e-12
+
+
+def test_value_vectors_sum_to_the_attention_output():
+    """sum_h sum_j alpha^h_ij f^h(x_j) + b_O is the layer's own output (Kobayashi et al.)."""
+    attn = attention(d_model=16, n_heads=4, seed=2)
+    x = torch.randn(2, 5, 16, dtype=torch.float64)
+    with torch.no_grad():
+        out, weights = attn(x, x, x)                 # (B, T, d_model), (B, h, T, T)
+    f = value_vectors(attn, x)                       # (B, h, T, d_model)
+    rebuilt = torch.einsum("bhij,bhjd->bid", weights, f) + attn.w_o.bias
+    torch.testing.assert_close(rebuilt, out)
+    torch.testing.assert_close(f.norm(dim=-1), value_norms(attn, x))
+    with pytest.raises(ValueError, match="d_model = 16"):
+        value_vectors(attn, torch.randn(2, 5, 8, dtype=torch.float64))
 
 
 def test_norm_errors():

@@ -459,3 +459,40 @@ def test_transformer_diagram_draws_the_whole_model_from_the_ids_to_the_softmax()
     assert ax.get_title().startswith("The Transformer")
     _, mine = plt.subplots()
     assert transformer_diagram(ax=mine, title="mine") is mine and mine.get_title() == "mine"
+
+
+def test_the_bag_of_words_diagram_draws_the_model():
+    from course_utils.viz import bag_of_words_diagram
+
+    ax = bag_of_words_diagram(n_ctx=3)
+    texts = " ".join(t.get_text() for t in ax.texts)
+    for label in ("$w_{i-1}$", "$w_{i-4}$", "$q = E(w_{i-1})$", "$e_3$", "softmax"):
+        assert label in texts, label
+    assert "$e_4$" not in texts
+    assert "P_{1}" not in " ".join(t.get_text() for t in bag_of_words_diagram(
+        n_ctx=2, positions=False).texts)
+    with pytest.raises(ValueError, match="n_ctx"):
+        bag_of_words_diagram(n_ctx=0)
+    plt.close("all")
+
+
+def test_the_norm_decomposition_diagram_draws_each_term_to_scale():
+    from course_utils.viz import norm_decomposition_diagram
+
+    directions = np.array([[3.0, 4.0], [1.0, 0.0], [0.0, -2.0]])
+    ax = norm_decomposition_diagram([0.5, 0.25, 0.25], [2.0, 4.0, 1.0], directions,
+                                    ["[CLS]", "a", "b"])
+    from matplotlib.text import Annotation
+
+    arrows = [t for t in ax.texts if isinstance(t, Annotation)]
+    starts = [np.array(a.xyann) for a in arrows]
+    ends = [np.array(a.xy) for a in arrows]
+    lengths = sorted(round(float(np.linalg.norm(e - s)), 6)
+                     for s, e in zip(starts, ends, strict=True))
+    assert lengths == [0.25, 1.0, 1.0]           # alpha_j ||f(x_j)||: 0.25, 1.0 and 1.0
+    tip = ends[-1]
+    assert np.allclose(tip, [0.6 + 1.0, 0.8 - 0.25])   # the sum of the three terms
+    with pytest.raises(ValueError, match=r"\(T, 2\) = \(3, 2\)"):
+        norm_decomposition_diagram([0.5, 0.5, 0.0], [1.0, 1.0, 1.0], directions[:, :1],
+                                   ["x", "y", "z"])
+    plt.close("all")

@@ -1,0 +1,269 @@
+"""Unit 06: three ways to write an output with a trained Transformer.
+
+    greedy     y_t = argmax_v p(v | y_<t, x)                     `Transformer.translate`
+    sampling   y_t ~ softmax(logits / tau), restricted to the top_k most probable tokens
+    beam       keep the n_beam best prefixes at every step, scored by
+
+                   score(Y) = log p(Y | x) / lp(Y),   log p(Y | x) = sum_t log p(y_t | y_<t, x)
+                   lp(Y) = ((5 + |Y|) / 6) ** alpha            (Wu et al. 2016, arXiv:1609.08144)
+
+|Y| counts the tokens written, <end> included. alpha = `length_penalty` = 0 (the default) gives
+lp = 1, the plain sum of log-probabilities: the probability of the whole output, which
+greedy decoding approximates one token at a time. alpha > 0 divides by a power of the length
+and so favours longer outputs (a sum of log-probabilities only falls as tokens are added).
+alpha = 1 is not the plain average log p / |Y|, but close to it for long outputs.
+
+Beam search, batched: the n_beam hypotheses of every sentence are rows of one batch of
+B * n_beam rows, sentence b in rows b * n_beam .. (b + 1) * n_beam - 1, run through
+`Transformer.step` together (with the key/value cache); after each step the rows are
+reordered to follow the surviving parents.
+A hypothesis that has written <end> is *finished*: it stays in the beam with its score
+unchanged (it is extended only by <pad>, at log-probability 0) and competes with the live
+ones until n_beam better hypotheses push it out. A sentence is done when no live hypothesis can
+still beat its best finished one (a log p only falls as tokens are added, and lp is at most
+lp(max_len)); the search stops when every sentence is done, or after max_len steps, and the
+answer is the best-scoring hypothesis of the final beam. With n_beam = 1 it is greedy decoding,
+token for token.
+
+`sequence_log_prob` scores any output under the model by teacher forcing: what the lecture
+compares the decoders by, next to exact match.
+
+Notation: B batch, S source length, V vocabulary size, n_beam beam size; ids are int64 with
+<pad> = PAD_ID, <start> = START_ID, <end> = END_ID.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from course_utils._checks import (
+    require_bool,
+    require_float_tensor,
+    require_ids,
+    require_int,
+    require_positive_number,
+    require_source,
+    shape_str,
+)
+from course_utils.data.vocab import END_ID, PAD_ID, START_ID
+from course_utils.transformer import KVCache, Transformer
+
+__all__ = ["beam_decode", "beam_search", "length_normaliser", "sample", "sample_next",
+           "sequence_log_prob"]
+
+
+# ----------------------------------------------------------------------------- scoring
+
+def length_normaliser(length: torch.Tensor, alpha: float) -> torch.Tensor:
+    """Wu et al.'s lp(Y) = ((5 + |Y|) / 6) ** alpha, elementwise; 1 for alpha = 0."""
+    return ((5.0 + length.to(torch.float32)) / 6.0) ** alpha
+
+
+def _written(ids: torch.Tensor, end_id: int = END_ID) -> torch.Tensor:
+    """(B, T) bool: True at the tokens a decoder wrote up to and including its first <end>
+    (everything, if it wrote none); False at the <pad> after it."""
+    ended_before = torch.cumsum((ids == end_id).long(), dim=1) - (ids == end_id).long()
+    return ended_before == 0  # (B, T)
+
+
+@torch.no_grad()
+def sequence_log_prob(model: Transformer, src: torch.Tensor, src_lengths: torch.Tensor,
+                      ids: torch.Tensor, start_id: int = START_ID, end_id: int = END_ID
+                      ) -> torch.Tensor:
+    """log p(Y | x) = sum_t log p(y_t | y_<t, x) of the outputs `ids` (B, T) = y_1 .. <end>
+    <pad>.. (as a decoder writes them), by one teacher-forced pass: (B,) float.
+    Tokens after the first <end> are not counted; a row without <end> counts all T."""
+    require_source(src, src_lengths)
+    require_ids(ids, "ids", "(B, T)", 2)
+    if ids.shape[0] != src.shape[0]:
+        raise ValueError(f"ids must have one row per source: expected ({src.shape[0]}, T); "
+                         f"got {shape_str(ids.shape)}")
+    start = torch.full((ids.shape[0], 1), start_id, dtype=torch.long, device=ids.device)
+    tgt_in = torch.cat([start, ids[:, :-1]], dim=1)  # (B, T) <start> y_1 .. y_{T-1}
+    log_p = F.log_softmax(model(src, src_lengths, tgt_in), dim=-1)  # (B, T, V)
+    per_token = log_p.gather(-1, ids[..., None]).squeeze(-1)  # (B, T) log p(y_t | y_<t, x)
+    return (per_token * _written(ids, end_id)).sum(dim=1)  # (B,)
+
+
+def _decoding_state(model: Transformer, src, src_lengths, copies: int, use_cache: bool) -> dict:
+    """The state `Transformer.step` reads, for `copies` rows per source (beam search: n_beam)."""
+    memory, src_mask = model.encode(src, src_lengths)  # (B, S, d_model), (B, 1, 1, S)
+    rows = src.shape[0] * copies
+    return {"memory": memory.repeat_interleave(copies, dim=0),  # (B * n_beam, S, d_model)
+            "src_mask": src_mask.repeat_interleave(copies, dim=0),  # (B * n_beam, 1, 1, S)
+            "cache": [KVCache() for _ in model.decoder] if use_cache else None,
+            "prefix": torch.empty(rows, 0, dtype=torch.long, device=src.device)}
+
+
+def _max_len(model, max_len) -> int:
+    return model.cfg.max_len if max_len is None else require_int(max_len, "max_len")
+
+
+# ----------------------------------------------------------------------------- sampling
+
+def _check_sampling(temperature, top_k, generator, V: int) -> tuple[float, int | None]:
+    temperature = require_positive_number(temperature, "temperature", zero=True)
+    if top_k is not None:
+        top_k = require_int(top_k, "top_k", high=V)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator must be a torch.Generator or None; got "
+                         f"{type(generator).__name__}")
+    return temperature, top_k
+
+
+def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
+                generator: torch.Generator | None = None) -> torch.Tensor:
+    """One token per row of logits (B, V): y ~ softmax(logits / temperature) over the top_k
+    largest logits of the row (all V when top_k is None). temperature = 0 is the limit
+    temperature -> 0, the argmax (greedy). Returns (B,) int64."""
+    require_float_tensor(logits, "logits", "(B, V)", ndim=2)
+    temperature, top_k = _check_sampling(temperature, top_k, generator, logits.shape[-1])
+    if temperature == 0.0:
+        return logits.argmax(dim=-1)  # (B,)
+    scaled = logits.float() / temperature  # (B, V)
+    if top_k is not None:  # every logit below the k-th largest of its row is cut off
+        kth = scaled.topk(top_k, dim=-1).values[:, -1:]  # (B, 1)
+        scaled = scaled.masked_fill(scaled < kth, -math.inf)
+    probs = torch.softmax(scaled, dim=-1)  # (B, V)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (B, 1) -> (B,)
+
+
+@torch.no_grad()
+def sample(model: Transformer, src: torch.Tensor, src_lengths: torch.Tensor, *,
+           temperature: float = 1.0, top_k: int | None = None,
+           generator: torch.Generator | None = None, max_len: int | None = None,
+           use_cache: bool = True, start_id: int = START_ID, end_id: int = END_ID
+           ) -> torch.Tensor:
+    """Generation by sampling: like greedy decoding, but each token is drawn with
+    `sample_next` (temperature, top_k) from the model's distribution, with `generator` (the
+    same seed, the same outputs). Each row stops at its own <end>, <pad> after it.
+    Returns ids (B, T_out), T_out <= max_len (default the model's cfg.max_len)."""
+    require_source(src, src_lengths)
+    require_bool(use_cache, "use_cache")
+    max_len = _max_len(model, max_len)
+    _check_sampling(temperature, top_k, generator, model.cfg.tgt_vocab_size)
+    state = _decoding_state(model, src, src_lengths, 1, use_cache)
+    batch = src.shape[0]
+    y = torch.full((batch,), start_id, dtype=torch.long, device=src.device)  # (B,)
+    done = torch.zeros(batch, dtype=torch.bool, device=src.device)  # (B,) written <end>?
+    outputs = []
+    for _ in range(max_len):
+        logits, state = model.step(y, state)  # (B, V)
+        y = sample_next(logits, temperature, top_k, generator)  # (B,)
+        outputs.append(torch.where(done, torch.full_like(y, PAD_ID), y))
+        done = done | (y == end_id)
+        if bool(done.all()):
+            break
+    return torch.stack(outputs, dim=1)  # T_out x (B,) -> (B, T_out)
+
+
+# ----------------------------------------------------------------------------- beam search
+
+@torch.no_grad()
+def beam_search(model: Transformer, src: torch.Tensor, src_lengths: torch.Tensor,
+                beam_size: int, max_len: int | None = None, length_penalty: float = 0.0, *,
+                use_cache: bool = True, return_scores: bool = False,
+                start_id: int = START_ID, end_id: int = END_ID):
+    """Beam search with a trained `Transformer` (the module docstring has the scoring).
+
+    src (B, S), src_lengths (B,) -> ids (B, T_out): for each source the best hypothesis of
+    the final beam, y_1 .. <end> then <pad>, as `translate` writes them; T_out <= max_len
+    (default the model's cfg.max_len). beam_size = n_beam >= 1 (n_beam = 1: greedy decoding);
+    length_penalty = alpha >= 0 (0: the plain sum of log-probabilities). With
+    `return_scores`, also (B,) the sum of log-probabilities of each answer (before any length
+    normalisation). The key/value cache is reordered with the beams (`use_cache=False`:
+    recompute the prefix at every step; the same tokens).
+    """
+    require_source(src, src_lengths)
+    require_bool(use_cache, "use_cache")
+    beam_size = require_int(beam_size, "beam_size")
+    max_len = _max_len(model, max_len)
+    state = _decoding_state(model, src, src_lengths, beam_size, use_cache)
+    return beam_decode(model.step, state, src.shape[0], beam_size, max_len=max_len,
+                       length_penalty=length_penalty, reorder=_reorder_state,
+                       return_scores=return_scores, start_id=start_id, end_id=end_id)
+
+
+def _reorder_state(state: dict, rows: torch.Tensor) -> dict:
+    """The Transformer's decoding state for the rows `rows` (B * n_beam,) of the old one: row r of
+    the new state continues the hypothesis of old row rows[r]."""
+    for cache in state["cache"] or []:
+        cache.k, cache.v = cache.k[rows], cache.v[rows]  # (B * n_beam, n_heads, t, d_k)
+        # cache.memory_k / memory_v need no reordering: a beam's parent is in the same
+        # sentence, and all n_beam rows of a sentence hold the same projected memory
+    return {**state, "prefix": state["prefix"][rows]}  # (B * n_beam, t)
+
+
+def beam_decode(step: Callable, state, batch_size: int, beam_size: int, *, max_len: int,
+                reorder: Callable, length_penalty: float = 0.0, return_scores: bool = False,
+                start_id: int = START_ID, end_id: int = END_ID, pad_id: int = PAD_ID):
+    """Beam search over any decoder with the interface of `seq2seq.greedy_decode`:
+    `step(y_prev (B * n_beam,), state) -> (logits (B * n_beam, V), state)`, where the state
+    holds n_beam rows per sentence (sentence b in rows b * n_beam .. (b + 1) * n_beam - 1),
+    and `reorder(state, rows (B * n_beam,))` returns the state of the rows `rows` of the old
+    one. Returns ids (B, T_out) (and, with `return_scores`, (B,) the answers' sums of
+    log-probabilities)."""
+    batch_size = require_int(batch_size, "batch_size")
+    n_beam = require_int(beam_size, "beam_size")
+    max_len = require_int(max_len, "max_len")
+    alpha = require_positive_number(length_penalty, "length_penalty", zero=True)
+    B = batch_size
+    # log p of each hypothesis; at first only beam 0 is alive, so that the n_beam first tokens
+    # come from n_beam different continuations of <start> and not n_beam copies of the same one
+    scores = torch.full((B, n_beam), -math.inf)  # (B, n_beam)
+    scores[:, 0] = 0.0
+    lengths = torch.zeros(B, n_beam, dtype=torch.long)  # (B, n_beam) tokens written, <end> included
+    finished = torch.zeros(B, n_beam, dtype=torch.bool)  # (B, n_beam) written <end>?
+    done = torch.zeros(B, dtype=torch.bool)  # (B,) can no live hypothesis win any more?
+    tokens = torch.empty(B * n_beam, 0, dtype=torch.long)  # (B * n_beam, t) written so far
+    y = torch.full((B * n_beam,), start_id, dtype=torch.long)  # (B * n_beam,)
+    for t in range(max_len):
+        logits, state = step(y, state)
+        if logits.dim() != 2 or logits.shape[0] != B * n_beam:
+            raise ValueError(f"step must return logits of shape ({B * n_beam}, V) for "
+                             f"{B} sentences x {n_beam} beams; got {shape_str(logits.shape)}")
+        V = logits.shape[1]
+        log_p = F.log_softmax(logits.float(), dim=-1)  # (B * n_beam, V)
+        log_p = log_p.view(B, n_beam, V)  # (B * n_beam, V) -> (B, n_beam, V)
+        # a finished hypothesis (and every one of a sentence that is done) has one
+        # continuation, <pad>, at log-probability 0: it stays in the beam with its score
+        frozen = finished | done[:, None]  # (B, n_beam)
+        log_p = torch.where(frozen[..., None], -math.inf, log_p)
+        log_p[..., pad_id] = torch.where(frozen, 0.0, log_p[..., pad_id])
+        total = scores[..., None] + log_p  # (B, n_beam, V) log p of every candidate
+        length = torch.where(frozen, lengths, t + 1)  # (B, n_beam) each candidate's |Y|
+        ranked = total / length_normaliser(length, alpha)[..., None]  # (B, n_beam, V)
+        best = ranked.view(B, n_beam * V).topk(n_beam, dim=-1).indices  # (B, n_beam) best first
+        parent, token = best // V, best % V  # (B, n_beam) beam and token of each survivor
+        scores = total.view(B, n_beam * V).gather(1, best)  # (B, n_beam)
+        lengths = length.gather(1, parent)  # (B, n_beam)
+        finished = finished.gather(1, parent) | (token == end_id)  # (B, n_beam)
+        rows = parent + n_beam * torch.arange(B)[:, None]  # (B, n_beam) rows of the parents
+        rows = rows.view(B * n_beam)  # (B, n_beam) -> (B * n_beam,)
+        state = reorder(state, rows)
+        y = token.view(B * n_beam)  # (B * n_beam,)
+        tokens = torch.cat([tokens[rows], y[:, None]], dim=1)  # (B * n_beam, t + 1)
+        # A live hypothesis's log p can only fall, and lp grows to lp(max_len) at most, so
+        # none can beat the best finished one once its log p / lp(max_len) is lower
+        best_finished = torch.where(finished, scores / length_normaliser(lengths, alpha),
+                                    -math.inf).amax(dim=1)  # (B,)
+        best_possible = torch.where(finished, -math.inf, scores / length_normaliser(
+            torch.tensor(max_len), alpha)).amax(dim=1)  # (B,)
+        done = done | (best_finished >= best_possible)
+        if bool(done.all()):
+            break
+    # the answer: a done sentence's best finished hypothesis (on a tie with a live one, the
+    # finished one: the live one could at best equal it); otherwise the best live one, beam 0
+    # (topk sorts best first)
+    finished_score = torch.where(finished, scores / length_normaliser(lengths, alpha),
+                                 -math.inf)  # (B, n_beam)
+    beam = torch.where(done, finished_score.argmax(dim=1), 0)  # (B,)
+    best_rows = n_beam * torch.arange(B) + beam  # (B,)
+    ids = tokens[best_rows]  # (B, T)
+    width = int((ids != pad_id).any(dim=0).nonzero().max()) + 1 if ids.numel() else 0
+    ids = ids[:, :max(width, 1)]  # (B, T_out): no column of <pad> alone at the end
+    return (ids, scores.view(B * n_beam)[best_rows]) if return_scores else ids
