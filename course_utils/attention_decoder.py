@@ -272,15 +272,10 @@ class AttentionDecoder(nn.Module):
         prepared = self.attention.prepare(enc.states)  # (B, S, d_a) or (B, S, d_enc)
         w_srz, w_ss = self.w_s.weight[: 2 * d_h], self.w_s.weight[2 * d_h:]  # (2 d_h | d_h, d_h)
         s = self.init_state(enc)  # (B, d_h)
-        mask = enc.mask.unsqueeze(1)  # (B, S) -> (B, 1, S)
         states, weights = [], []
         for t in range(tgt_in.shape[1]):
-            # self.attention(s, enc.states, enc.mask, prepared) without its per-call checks
-            # (the same numbers): scores, masked softmax, context
-            e = self.attention.scores(s, enc.states, prepared).unsqueeze(1)  # (B, 1, S)
-            alpha = _masked_softmax_unchecked(e, mask).squeeze(1)  # (B, 1, S) -> (B, S)
-            c = (alpha.unsqueeze(1) @ enc.states).squeeze(1)  # (B, 1, S) @ (B, S, d_enc)
-            #                                                   -> (B, 1, d_enc) -> (B, d_enc)
+            # through the module, so that its hooks see every query (lecture 04 reads them)
+            c, alpha = self.attention(s, enc.states, enc.mask, prepared)  # (B, d_enc), (B, S)
             g = torch.addmm(g_y[t], c, self.w_c.weight.T)  # (B, 3 d_h) + (B, d_enc) @ W_c^T
             rz = torch.sigmoid(torch.addmm(g[:, : 2 * d_h], s, w_srz.T))  # (B, 2 d_h)
             r, z = rz.chunk(2, dim=1)  # 2 x (B, d_h)

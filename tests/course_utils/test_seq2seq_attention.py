@@ -464,3 +464,20 @@ def test_alignment_hit_rate_rejects_bad_inputs():
         alignment_hit_rate(weights[0], [pair])
     with pytest.raises(ValueError, match=r"nothing to score"):
         alignment_hit_rate(weights, [pair], exclude=",0123456789")
+
+
+def test_the_decoders_attention_module_sees_every_query_through_its_hooks():
+    """Lecture 04 reads the queries with a forward pre-hook on decoder.attention: forward must
+    call the module once per target step, with the state it attends with."""
+    model = model_for("multiplicative")
+    src, lengths = padded_source()
+    queries = []
+    hook = model.decoder.attention.register_forward_pre_hook(
+        lambda module, args: queries.append(args[0]))
+    try:
+        with torch.no_grad():
+            model.decoder(TGT_IN, model.encoder(src, lengths))
+    finally:
+        hook.remove()
+    assert len(queries) == TGT_IN.shape[1]
+    assert all(q.shape == (3, D_H) for q in queries)
