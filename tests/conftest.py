@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -82,6 +83,19 @@ def read(path: Path) -> nbformat.NotebookNode:
 
 def nbgrader_meta(cell) -> dict:
     return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def solved(released: Path, unit: str, solve: set[str] | None = None) -> nbformat.NotebookNode:
+    """The released notebook `released`, with the solution cells named in `solve` (grade ids;
+    None = all) filled in from the instructor's source of `unit`: a student's submission."""
+    answers = {nbgrader_meta(c).get("grade_id"): c.source
+               for c in read(ROOT / "solutions" / unit / f"{unit}.ipynb").cells}
+    nb = read(released)
+    for cell in nb.cells:
+        meta = nbgrader_meta(cell)
+        if meta.get("solution") and (solve is None or meta["grade_id"] in solve):
+            cell.source = re.sub(r"\s*### (BEGIN|END) SOLUTION", "", answers[meta["grade_id"]])
+    return nb
 
 
 def is_graded_test(cell) -> bool:

@@ -7,7 +7,7 @@ import shutil
 
 import nbformat
 import pytest
-from conftest import ROOT, UNITS, is_graded_test, nbgrader_meta, read, run_nbgrader
+from conftest import ROOT, UNITS, is_graded_test, nbgrader_meta, read, run_nbgrader, solved
 from nbgrader.api import Gradebook
 
 UNIT = "00_attention_as_lookup"
@@ -17,13 +17,7 @@ NOTEBOOK = f"{UNIT}.ipynb"
 def _submission(course, student: str, solve: set[str] | None):
     """Write the released notebook for `student`, with the solution cells named in `solve`
     (grade ids; None = all) filled in from the instructor's source."""
-    released = read(course / "exercises" / UNIT / NOTEBOOK)
-    solutions = {nbgrader_meta(c).get("grade_id"): c.source
-                 for c in read(ROOT / "solutions" / UNIT / NOTEBOOK).cells}
-    for cell in released.cells:
-        meta = nbgrader_meta(cell)
-        if meta.get("solution") and (solve is None or meta["grade_id"] in solve):
-            cell.source = re.sub(r"\s*### (BEGIN|END) SOLUTION", "", solutions[meta["grade_id"]])
+    released = solved(course / "exercises" / UNIT / NOTEBOOK, UNIT, solve)
     folder = course / "submitted" / student / UNIT
     folder.mkdir(parents=True)
     nbformat.write(released, folder / NOTEBOOK)
@@ -116,15 +110,9 @@ def test_feedback_for_a_hidden_test_failure_hides_its_traceback(graded_course, t
     assert "x = torch.randn(3, 5) * 4" not in html             # but not the hidden code
 
 
-def _write_submission(course, unit: str, student: str, solved: bool) -> None:
+def _write_submission(course, unit: str, student: str, solve_all: bool) -> None:
     name = f"{unit}.ipynb"
-    released = read(course / "exercises" / unit / name)
-    solutions = {nbgrader_meta(c).get("grade_id"): c.source
-                 for c in read(ROOT / "solutions" / unit / name).cells}
-    for cell in released.cells:
-        meta = nbgrader_meta(cell)
-        if solved and meta.get("solution"):
-            cell.source = re.sub(r"\s*### (BEGIN|END) SOLUTION", "", solutions[meta["grade_id"]])
+    released = solved(course / "exercises" / unit / name, unit, None if solve_all else set())
     folder = course / "submitted" / student / unit
     folder.mkdir(parents=True)
     nbformat.write(released, folder / name)
@@ -138,8 +126,8 @@ def test_every_other_unit_grades_solved_to_full_marks_and_untouched_to_zero(
     included), and the untouched release gets none."""
     course = tmp_path / "course"
     shutil.copytree(fresh_course, course)
-    _write_submission(course, unit, "solver", solved=True)
-    _write_submission(course, unit, "idler", solved=False)
+    _write_submission(course, unit, "solver", solve_all=True)
+    _write_submission(course, unit, "idler", solve_all=False)
     run_nbgrader("autograde", unit, "--force", cwd=course)
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         solved = gb.find_submission(unit, "solver")
@@ -168,7 +156,7 @@ def test_a_mistake_in_one_function_is_charged_in_its_own_tests_alone(fresh_cours
     unit = "02_seq2seq_rnn"
     course = tmp_path / "course"
     shutil.copytree(fresh_course, course)
-    _write_submission(course, unit, "padding", solved=True)
+    _write_submission(course, unit, "padding", solve_all=True)
     path = course / "submitted" / "padding" / unit / f"{unit}.ipynb"
     nb = read(path)
     for cell in nb.cells:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import ROOT, UNITS, nbgrader_meta, read
+from conftest import ROOT, UNITS, nbgrader_meta, read, solved
 
 from course_grader import edition
 
@@ -141,15 +141,9 @@ def test_it_installs_in_a_fresh_venv_and_runs_a_lecture_and_an_exercise(built):
 
     folder = built / "exercises" / LECTURE
     released = folder / f"{LECTURE}.ipynb"
-    solutions = {nbgrader_meta(c).get("grade_id"): c.source
-                 for c in read(ROOT / "solutions" / LECTURE / f"{LECTURE}.ipynb").cells}
-    solved = read(released)
-    for cell in solved.cells:
-        if nbgrader_meta(cell).get("solution"):
-            cell.source = re.sub(r"\s*### (BEGIN|END) SOLUTION", "",
-                                 solutions[nbgrader_meta(cell)["grade_id"]])
-    nbformat.write(solved, folder / "solved.ipynb")
-    graded = [nbgrader_meta(c)["grade_id"] for c in solved.cells
+    answer = solved(released, LECTURE)
+    nbformat.write(answer, folder / "solved.ipynb")
+    graded = [nbgrader_meta(c)["grade_id"] for c in answer.cells
               if nbgrader_meta(c).get("grade") and c.cell_type == "code"]
     assert _errors(_run_notebook(python, folder / "solved.ipynb")) == {}
     untouched = _errors(_run_notebook(python, released))

@@ -28,7 +28,7 @@ import zipfile
 
 import nbformat
 import pytest
-from conftest import BIN, ROOT, nbgrader_meta, read, run_nbgrader, tool_env
+from conftest import BIN, ROOT, nbgrader_meta, read, run_nbgrader, solved, tool_env
 from nbgrader.api import Gradebook
 from sqlalchemy.exc import SAWarning
 
@@ -55,14 +55,7 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n")
 
 
 def _notebook(course, solve: set[str] | None) -> str:
-    released = read(course / "exercises" / UNIT / NOTEBOOK)
-    solutions = {nbgrader_meta(c).get("grade_id"): c.source
-                 for c in read(ROOT / "solutions" / UNIT / NOTEBOOK).cells}
-    for cell in released.cells:
-        meta = nbgrader_meta(cell)
-        if meta.get("solution") and (solve is None or meta["grade_id"] in solve):
-            cell.source = re.sub(r"\s*### (BEGIN|END) SOLUTION", "", solutions[meta["grade_id"]])
-    return nbformat.writes(released)
+    return nbformat.writes(solved(course / "exercises" / UNIT / NOTEBOOK, UNIT, solve))
 
 
 def _points(*solved: str) -> float:
