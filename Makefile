@@ -22,7 +22,7 @@ LAB_ARGS ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lab test lectures tiny-bert release student-edition autograde report sandbox browser feedback bench bench-autograde lock clean
+.PHONY: help setup lab test lectures tiny-bert translators release student-edition autograde report sandbox browser feedback bench bench-autograde lock clean
 
 help:
 	@echo "make lab        set up (if needed) and open JupyterLab on the course"
@@ -30,6 +30,8 @@ help:
 	@echo "make lectures   re-execute the lecture notebooks in place (outputs are kept)"
 	@echo "make tiny-bert  pretrain unit 07's tiny BERT and write the weights unit 08 reads"
 	@echo "                (course_utils/data/tiny_bert.safetensors; about a minute)"
+	@echo "make translators  train unit 03's shipped translators, which lectures 03 and 06 read"
+	@echo "                (course_utils/data/translators.safetensors; about a minute)"
 	@echo "make release    regenerate exercises/ from solutions/ with nbgrader"
 	@echo "make student-edition  build what students receive: dist/student/ and its zip"
 	@echo "make autograde  grade every submission in submitted/<student>/<unit>/ in the sandbox"
@@ -118,6 +120,11 @@ lectures: $(STAMP)
 tiny-bert: $(STAMP)
 	$(BIN)/python -c "import torch; torch.set_num_threads(2); from course_utils.tiny_bert \
 		import write_shipped_tiny_bert; print(write_shipped_tiny_bert())"
+
+# One thread, as lecture 03 trains: the same machine then gives the weights it would train.
+translators: $(STAMP)
+	$(BIN)/python -c "import torch; torch.set_num_threads(1); from course_utils.shipped_translators \
+		import write_shipped; print(write_shipped())"
 
 release: $(STAMP)
 	@for unit in $(UNITS); do \

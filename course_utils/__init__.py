@@ -26,8 +26,11 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
     pointer_model     unit 05: PointerConfig, PointerModel (self-attention with positions
                       "none", "sinusoidal" or "learned"), train, accuracy, pointer_weights,
                       hit_rate          -> multihead, positional, training, data.pointer
-    translator        units 02-04: Seq2Seq (encoder + either decoder), train, evaluate
-                                              -> seq2seq, attention_decoder, training
+    translator        units 02-04: Seq2Seq (encoder + either decoder), train, evaluate,
+                      seconds_per_step          -> seq2seq, attention_decoder, training
+    shipped_translators  unit 03's recipe and variants, trained once (`make translators`)
+                      and shipped in data/translators.safetensors: train_variant, load
+                      (lectures 03 and 06 read them)       -> translator, data.translation
     transformer       unit 06: masks, FeedForward, EncoderLayer, DecoderLayer, KVCache,
                       TransformerConfig, Transformer             -> multihead, positional, seq2seq
     decoding          unit 06: beam search (Wu et al.'s length penalty), temperature and top-k
@@ -58,10 +61,11 @@ the package `course_grader`):
                       kernel
 
 Notation (README and lecture 00 have the table): B batch, N examples, S/T source/target
-length, T_q/T_k query/key length, V vocabulary size, d_emb embedding width, d_h RNN state
+length, T_q/T_k query/key length, n_vocab vocabulary size, d_emb embedding width, d_h RNN state
 width, d_enc encoder state width, d_a additive scorer width, d_k/d_v key and value widths,
-n_ctx unit 01's context window, d_model the Transformer's width, n_heads its heads;
-shapes are written (B, S, d_enc).
+n_ctx unit 01's context window, d_model the Transformer's width, n_heads its heads, L its
+layers, l and r a layer's and a head's index; shapes are written (B, S, d_enc), and
+tests/test_notation.py holds every module to the table.
 """
 
 __version__ = "0.1.0"

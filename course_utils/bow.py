@@ -5,8 +5,8 @@ words before that, w_{i-1-n_ctx} .. w_{i-2} (the "context window"):
 
     p(w_i | w_1 .. w_{i-1}) = softmax(W_o [E(w_{i-1}); A] + b_o)
 
-    E         the word embeddings, (V, d_emb)
-    W_o, b_o  the output layer, (V, 2 d_emb) and (V,)
+    E         the word embeddings, (n_vocab, d_emb)
+    W_o, b_o  the output layer, (n_vocab, 2 d_emb) and (n_vocab,)
     A      "none":      nothing; the model is a bigram model, softmax(W_o E(w_{i-1}) + b_o)
            "mean":      the mean of E(w_k) over the window, every earlier word counting the same
            "attention": sum_k alpha_k E(w_k) with alpha = softmax_k(e_k) over the window, and the
@@ -22,7 +22,7 @@ P_j is added to the key of slot j before scoring, e_k = score(E(w_k) + P_j, E(w_
 the bag still averages the words' own embeddings E(w_k). (Unit 05 returns to positions.)
 
 Notation: B batch, T positions, n_ctx earlier words in the window, d_emb embedding width,
-d_a width of the feed-forward scorer, V vocabulary. Position t of an input `ids (B, T)`
+d_a width of the feed-forward scorer, n_vocab vocabulary. Position t of an input `ids (B, T)`
 holds w_{i-1}; its window holds ids[:, t-n_ctx .. t-1]. Near the start of a sequence the
 window reaches before the first word: those slots are padding and are masked (True = may
 attend), so they get zero weight; at t = 0 the window is empty and A is the zero vector.
@@ -75,7 +75,7 @@ EMBED_INIT_STD = 0.1
 
 @dataclass
 class BowConfig:
-    vocab_size: int  # V
+    vocab_size: int  # n_vocab
     d_emb: int = 64  # width of the word embeddings
     n_ctx: int = 12  # earlier words in the bag (before the previous word)
     pooling: str = "attention"  # "none" (bigram), "mean", "attention" or "position"
@@ -222,14 +222,14 @@ def attention_bag_of_words(scores: torch.Tensor, values: torch.Tensor, mask: tor
 class BagOfWordsLM(nn.Module):
     """Bigram, bigram + mean bag of words, bigram + attention bag of words, or the
     position-only control (see the module docstring). forward(ids (B, T)) -> (logits
-    (B, T, V), alpha (B, T, n_ctx) or None): the logits at position t predict the word after
+    (B, T, n_vocab), alpha (B, T, n_ctx) or None): the logits at position t predict the word after
     ids[:, t]."""
 
     def __init__(self, config: BowConfig):
         super().__init__()
         self.config = config
-        d_emb, d_a, V = config.d_emb, config.d_a, config.vocab_size
-        self.embed = nn.Embedding(V, d_emb)  # E
+        d_emb, d_a, n_vocab = config.d_emb, config.d_a, config.vocab_size
+        self.embed = nn.Embedding(n_vocab, d_emb)  # E
         if config.pooling == "attention" and config.score == "feedforward":
             self.score_hidden = nn.Linear(2 * d_emb, d_a)  # W_a (d_a, 2 d_emb) and b_a (d_a,)
             self.score_w_a = nn.Parameter(torch.randn(d_a) / math.sqrt(d_a))  # w_a (d_a,)
@@ -238,7 +238,7 @@ class BagOfWordsLM(nn.Module):
         if config.pooling == "position":
             self.slot_score = nn.Parameter(torch.zeros(config.n_ctx))  # p (n_ctx,)
         width = d_emb if config.pooling == "none" else 2 * d_emb
-        self.out = nn.Linear(width, V)  # W_o (V, 2 d_emb) and b_o (V,)
+        self.out = nn.Linear(width, n_vocab)  # W_o (n_vocab, 2 d_emb) and b_o (n_vocab,)
         # Small embeddings: every dot-product score starts near 0, so attention starts as the
         # plain mean of the window and learns to move away from it.
         nn.init.normal_(self.embed.weight, std=EMBED_INIT_STD)
@@ -258,7 +258,7 @@ class BagOfWordsLM(nn.Module):
                              f"got values from {int(ids.min())} to {int(ids.max())}")
         prev = self.embed(ids)  # E(w_{i-1}): (B, T) -> (B, T, d_emb)
         if cfg.pooling == "none":
-            return self.out(prev), None  # (B, T, d_emb) -> (B, T, V)
+            return self.out(prev), None  # (B, T, d_emb) -> (B, T, n_vocab)
         context, mask = context_windows(ids, cfg.n_ctx, cfg.pad_id)  # 2 x (B, T, n_ctx)
         keys = self.embed(context)  # E(w_k): (B, T, n_ctx) -> (B, T, n_ctx, d_emb)
         if cfg.pooling == "mean":
@@ -271,7 +271,7 @@ class BagOfWordsLM(nn.Module):
             bag, alpha = attention_bag_of_words(self.scores(prev, scored), keys, mask)
             # bag (B, T, d_emb), alpha (B, T, n_ctx)
         features = torch.cat([prev, bag], dim=-1)  # [E(w_{i-1}); A]: (B, T, 2 d_emb)
-        return self.out(features), alpha  # (B, T, 2 d_emb) -> (B, T, V)
+        return self.out(features), alpha  # (B, T, 2 d_emb) -> (B, T, n_vocab)
 
 
 # --------------------------------------------------------------------------- training
@@ -317,13 +317,13 @@ def perplexity(model: nn.Module, ids: torch.Tensor, seq_len: int = 64,
     for i in range(0, len(full), batch_size):
         offsets = torch.tensor(full[i:i + batch_size]).unsqueeze(1) + torch.arange(seq_len + 1)
         chunk = ids[offsets]  # (B, T+1)
-        logits, _ = model(chunk[:, :-1])  # (B, T, V)
+        logits, _ = model(chunk[:, :-1])  # (B, T, n_vocab)
         nll = F.cross_entropy(logits.flatten(0, 1), chunk[:, 1:].flatten(), reduction="sum")
         total_nll += float(nll)
         total_count += chunk[:, 1:].numel()
     for s in starts[len(full):]:  # the shorter last stretch, if any
         chunk = ids[s:].unsqueeze(0)  # (1, T'+1)
-        logits, _ = model(chunk[:, :-1])  # (1, T', V)
+        logits, _ = model(chunk[:, :-1])  # (1, T', n_vocab)
         total_nll += float(F.cross_entropy(logits[0], chunk[0, 1:], reduction="sum"))
         total_count += chunk.shape[1] - 1
     model.train(was_training)
@@ -333,8 +333,8 @@ def perplexity(model: nn.Module, ids: torch.Tensor, seq_len: int = 64,
 def next_word_loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
     """The mean next-word cross-entropy of `model` on a batch (x (B, T), y (B, T))."""
     x, y = batch
-    logits, _ = model(x)  # (B, T, V)
-    return F.cross_entropy(logits.flatten(0, 1), y.flatten())  # (B*T, V) vs (B*T,)
+    logits, _ = model(x)  # (B, T, n_vocab)
+    return F.cross_entropy(logits.flatten(0, 1), y.flatten())  # (B*T, n_vocab) vs (B*T,)
 
 
 def train_lm(model: nn.Module, train_ids: torch.Tensor, *, n_steps: int = 300,

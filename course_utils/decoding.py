@@ -28,7 +28,7 @@ token for token.
 `sequence_log_prob` scores any output under the model by teacher forcing: what the lecture
 compares the decoders by, next to exact match.
 
-Notation: B batch, S source length, V vocabulary size, n_beam beam size; ids are int64 with
+Notation: B batch, S source length, n_vocab vocabulary size, n_beam beam size; ids are int64 with
 <pad> = PAD_ID, <start> = START_ID, <end> = END_ID.
 """
 
@@ -84,7 +84,7 @@ def sequence_log_prob(model: Transformer, src: torch.Tensor, src_lengths: torch.
                          f"got {shape_str(ids.shape)}")
     start = torch.full((ids.shape[0], 1), start_id, dtype=torch.long, device=ids.device)
     tgt_in = torch.cat([start, ids[:, :-1]], dim=1)  # (B, T) <start> y_1 .. y_{T-1}
-    log_p = F.log_softmax(model(src, src_lengths, tgt_in), dim=-1)  # (B, T, V)
+    log_p = F.log_softmax(model(src, src_lengths, tgt_in), dim=-1)  # (B, T, n_vocab)
     per_token = log_p.gather(-1, ids[..., None]).squeeze(-1)  # (B, T) log p(y_t | y_<t, x)
     return (per_token * _written(ids, end_id)).sum(dim=1)  # (B,)
 
@@ -105,10 +105,10 @@ def _max_len(model, max_len) -> int:
 
 # ----------------------------------------------------------------------------- sampling
 
-def _check_sampling(temperature, top_k, generator, V: int) -> tuple[float, int | None]:
+def _check_sampling(temperature, top_k, generator, n_vocab: int) -> tuple[float, int | None]:
     temperature = require_positive_number(temperature, "temperature", zero=True)
     if top_k is not None:
-        top_k = require_int(top_k, "top_k", high=V)
+        top_k = require_int(top_k, "top_k", high=n_vocab)
     if generator is not None and not isinstance(generator, torch.Generator):
         raise ValueError(f"generator must be a torch.Generator or None; got "
                          f"{type(generator).__name__}")
@@ -117,18 +117,18 @@ def _check_sampling(temperature, top_k, generator, V: int) -> tuple[float, int |
 
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
                 generator: torch.Generator | None = None) -> torch.Tensor:
-    """One token per row of logits (B, V): y ~ softmax(logits / temperature) over the top_k
-    largest logits of the row (all V when top_k is None). temperature = 0 is the limit
+    """One token per row of logits (B, n_vocab): y ~ softmax(logits / temperature) over the top_k
+    largest logits of the row (all n_vocab when top_k is None). temperature = 0 is the limit
     temperature -> 0, the argmax (greedy). Returns (B,) int64."""
-    require_float_tensor(logits, "logits", "(B, V)", ndim=2)
+    require_float_tensor(logits, "logits", "(B, n_vocab)", ndim=2)
     temperature, top_k = _check_sampling(temperature, top_k, generator, logits.shape[-1])
     if temperature == 0.0:
         return logits.argmax(dim=-1)  # (B,)
-    scaled = logits.float() / temperature  # (B, V)
+    scaled = logits.float() / temperature  # (B, n_vocab)
     if top_k is not None:  # every logit below the k-th largest of its row is cut off
         kth = scaled.topk(top_k, dim=-1).values[:, -1:]  # (B, 1)
         scaled = scaled.masked_fill(scaled < kth, -math.inf)
-    probs = torch.softmax(scaled, dim=-1)  # (B, V)
+    probs = torch.softmax(scaled, dim=-1)  # (B, n_vocab)
     return torch.multinomial(probs, 1, generator=generator).squeeze(1)  # (B, 1) -> (B,)
 
 
@@ -152,7 +152,7 @@ def sample(model: Transformer, src: torch.Tensor, src_lengths: torch.Tensor, *,
     done = torch.zeros(batch, dtype=torch.bool, device=src.device)  # (B,) written <end>?
     outputs = []
     for _ in range(max_len):
-        logits, state = model.step(y, state)  # (B, V)
+        logits, state = model.step(y, state)  # (B, n_vocab)
         y = sample_next(logits, temperature, top_k, generator)  # (B,)
         outputs.append(torch.where(done, torch.full_like(y, PAD_ID), y))
         done = done | (y == end_id)
@@ -202,7 +202,7 @@ def beam_decode(step: Callable, state, batch_size: int, beam_size: int, *, max_l
                 reorder: Callable, length_penalty: float = 0.0, return_scores: bool = False,
                 start_id: int = START_ID, end_id: int = END_ID, pad_id: int = PAD_ID):
     """Beam search over any decoder with the interface of `seq2seq.greedy_decode`:
-    `step(y_prev (B * n_beam,), state) -> (logits (B * n_beam, V), state)`, where the state
+    `step(y_prev (B * n_beam,), state) -> (logits (B * n_beam, n_vocab), state)`, where the state
     holds n_beam rows per sentence (sentence b in rows b * n_beam .. (b + 1) * n_beam - 1),
     and `reorder(state, rows (B * n_beam,))` returns the state of the rows `rows` of the old
     one. Returns ids (B, T_out) (and, with `return_scores`, (B,) the answers' sums of
@@ -224,22 +224,23 @@ def beam_decode(step: Callable, state, batch_size: int, beam_size: int, *, max_l
     for t in range(max_len):
         logits, state = step(y, state)
         if logits.dim() != 2 or logits.shape[0] != B * n_beam:
-            raise ValueError(f"step must return logits of shape ({B * n_beam}, V) for "
+            raise ValueError(f"step must return logits of shape ({B * n_beam}, n_vocab) for "
                              f"{B} sentences x {n_beam} beams; got {shape_str(logits.shape)}")
-        V = logits.shape[1]
-        log_p = F.log_softmax(logits.float(), dim=-1)  # (B * n_beam, V)
-        log_p = log_p.view(B, n_beam, V)  # (B * n_beam, V) -> (B, n_beam, V)
+        n_vocab = logits.shape[1]
+        log_p = F.log_softmax(logits.float(), dim=-1)  # (B * n_beam, n_vocab)
+        log_p = log_p.view(B, n_beam, n_vocab)  # (B * n_beam, n_vocab) -> (B, n_beam, n_vocab)
         # a finished hypothesis (and every one of a sentence that is done) has one
         # continuation, <pad>, at log-probability 0: it stays in the beam with its score
         frozen = finished | done[:, None]  # (B, n_beam)
         log_p = torch.where(frozen[..., None], -math.inf, log_p)
         log_p[..., pad_id] = torch.where(frozen, 0.0, log_p[..., pad_id])
-        total = scores[..., None] + log_p  # (B, n_beam, V) log p of every candidate
+        total = scores[..., None] + log_p  # (B, n_beam, n_vocab) log p of every candidate
         length = torch.where(frozen, lengths, t + 1)  # (B, n_beam) each candidate's |Y|
-        ranked = total / length_normaliser(length, alpha)[..., None]  # (B, n_beam, V)
-        best = ranked.view(B, n_beam * V).topk(n_beam, dim=-1).indices  # (B, n_beam) best first
-        parent, token = best // V, best % V  # (B, n_beam) beam and token of each survivor
-        scores = total.view(B, n_beam * V).gather(1, best)  # (B, n_beam)
+        ranked = total / length_normaliser(length, alpha)[..., None]  # (B, n_beam, n_vocab)
+        # (B, n_beam), best first: the beam and the token of each survivor
+        best = ranked.view(B, n_beam * n_vocab).topk(n_beam, dim=-1).indices
+        parent, token = best // n_vocab, best % n_vocab  # (B, n_beam) each
+        scores = total.view(B, n_beam * n_vocab).gather(1, best)  # (B, n_beam)
         lengths = length.gather(1, parent)  # (B, n_beam)
         finished = finished.gather(1, parent) | (token == end_id)  # (B, n_beam)
         rows = parent + n_beam * torch.arange(B)[:, None]  # (B, n_beam) rows of the parents

@@ -16,7 +16,7 @@ the pointer's attention peaks on the position it names:
     hit_rate = #{i : argmax_j alpha_i[j] = target_i} / N
 
 Notation: B batch, T sequence length (the symbols and the pointer), d_model width, n_heads
-heads of d_k = d_model / n_heads, d_ff feed-forward width, V vocabulary size.
+heads of d_k = d_model / n_heads, d_ff feed-forward width, n_vocab vocabulary size.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ POSITIONS = ("none", "sinusoidal", "learned")
 class PointerConfig:
     """The sizes of a `PointerModel`.
 
-    vocab_size V: symbols and pointer ids; n_symbols: the answer classes; n_positions: the
+    vocab_size (n_vocab): symbols and pointer ids; n_symbols: the answer classes; n_positions: the
     longest sequence (symbols and pointer); d_model, n_heads (d_model divisible by it), d_ff,
     n_layers; positions: "none", "sinusoidal" or "learned".
     """

@@ -4,7 +4,7 @@ Self-attention is permutation equivariant: shuffle the positions of its input an
 is shuffled the same way. Three ways to tell it where each token is:
 
     index_encoding(T)                  the index t itself as one feature       (T, 1)
-    LearnedPositions(n, d_model)(T)    one trained vector per position         (T, d_model)
+    LearnedPositions(n_positions, d_model)(T)   one trained vector per position  (T, d_model)
     sinusoidal_encoding(T, d_model)    Vaswani et al. (2017), section 3.5:     (T, d_model)
 
         PE[t, 2i]     = sin(t / base^(2i / d_model))

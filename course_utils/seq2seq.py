@@ -6,7 +6,7 @@ One file, read top to bottom. The model of unit 02 (Sutskever et al. 2014, Cho e
     encoder   h_t = GRU_enc(E_src x_t, h_{t-1}),        t = 1..S          states (B, S, d_h)
     bridge    s_0 = h_S                                  (the last *real* token, not padding)
     decoder   s_t = GRU_dec([E_tgt y_{t-1}; c], s_{t-1}),  y_0 = <start>
-              p(y_t | y_<t, x) = softmax(W_o s_t + b_o)                       logits (B, V)
+              p(y_t | y_<t, x) = softmax(W_o s_t + b_o)                       logits (B, n_vocab)
 
 `c` is empty by default; with `feed_final=True` it is h_S at every step (the second of the
 two old tricks; the first, reversing the source, is `reverse_source=True`). Encoder and
@@ -22,7 +22,7 @@ one step at a time, until it writes <end> (each sequence on its own) or `max_len
 Unit 03's attention decoders (Bahdanau's and Luong's) are `course_utils.attention_decoder`;
 the assembled model (`Seq2Seq`), `train` and `evaluate` are `course_utils.translator`.
 
-Notation: B batch, S source length, T target length, V vocabulary size, d_emb embedding
+Notation: B batch, S source length, T target length, n_vocab vocabulary size, d_emb embedding
 width, d_h GRU state width, d_enc encoder state width (d_h, or 2 d_h bidirectional), d_a the
 additive score's width. Ids are int64 with <pad> = PAD_ID, <start> = START_ID, <end> = END_ID
 (`course_utils.data.vocab`).
@@ -83,8 +83,8 @@ ATTENTION_DECODERS = ("bahdanau", "luong")
 class Seq2SeqConfig:
     """Sizes and switches of the encoder-decoder (units 02-04)."""
 
-    src_vocab_size: int  # V of the source
-    tgt_vocab_size: int  # V of the target
+    src_vocab_size: int  # n_vocab of the source
+    tgt_vocab_size: int  # n_vocab of the target
     d_emb: int = 32  # embedding width
     d_h: int = 64  # GRU state width (encoder and decoder)
     feed_final: bool = False  # concatenate h_S to the decoder's input at every step
@@ -279,7 +279,7 @@ def decoder_step(embedding: nn.Embedding, rnn: nn.GRU, out: nn.Linear, y_prev: t
         s_t = GRU([E y_{t-1}; extra], s_{t-1}),   logits_t = W_o s_t + b_o
 
     y_prev: (B,) int64, s_prev: (B, d_h), extra: (B, d_enc) or None (the final encoder
-    state when it is fed to every step). Returns (logits (B, V), s_t (B, d_h)).
+    state when it is fed to every step). Returns (logits (B, n_vocab), s_t (B, d_h)).
     """
     require_ids(y_prev, "y_prev (previous tokens)", "(B,)", 1)
     require_float_tensor(s_prev, "s_prev (previous decoder state)", "(B, d_h)", ndim=2)
@@ -287,7 +287,7 @@ def decoder_step(embedding: nn.Embedding, rnn: nn.GRU, out: nn.Linear, y_prev: t
     if extra is not None:
         x = torch.cat([x, extra], dim=1)  # (B, d_emb) + (B, d_enc) -> (B, d_emb + d_enc)
     s = gru_step(x, s_prev, rnn)  # (B, d_h)
-    return out(s), s  # (B, V), (B, d_h)
+    return out(s), s  # (B, n_vocab), (B, d_h)
 
 
 class Decoder(nn.Module):
@@ -305,14 +305,14 @@ class Decoder(nn.Module):
         extra = cfg.d_enc if cfg.feed_final else 0
         self.rnn = nn.GRU(cfg.d_emb + extra, cfg.d_h, batch_first=True)
         self.w_init = nn.Linear(cfg.d_enc, cfg.d_h) if cfg.bidirectional else None
-        self.out = nn.Linear(cfg.d_h, cfg.tgt_vocab_size)  # W_o (V, d_h), b_o (V,)
+        self.out = nn.Linear(cfg.d_h, cfg.tgt_vocab_size)  # W_o (n_vocab, d_h), b_o (n_vocab,)
 
     def init_state(self, enc: EncoderOutput) -> torch.Tensor:
         """s_0 (B, d_h): h_S, or tanh(W_init [fwd h_S; bwd h_1] + b_init) when bidirectional."""
         return initial_state(enc, self.w_init)
 
     def forward(self, tgt_in: torch.Tensor, enc: EncoderOutput) -> torch.Tensor:
-        """Teacher forcing: tgt_in (B, T) = <start> y_1 .. y_{T-1} -> logits (B, T, V)."""
+        """Teacher forcing: tgt_in (B, T) = <start> y_1 .. y_{T-1} -> logits (B, T, n_vocab)."""
         require_ids(tgt_in, "tgt_in", "(B, T)", 2)
         x = self.embedding(tgt_in)  # (B, T) -> (B, T, d_emb)
         if self.cfg.feed_final:
@@ -320,11 +320,11 @@ class Decoder(nn.Module):
             x = torch.cat([x, c], dim=2)  # (B, T, d_emb + d_enc)
         s0 = self.init_state(enc).unsqueeze(0)  # (B, d_h) -> (1, B, d_h), nn.GRU's layout
         states, _ = self.rnn(x, s0)  # (B, T, d_h)
-        return self.out(states)  # (B, T, d_h) -> (B, T, V)
+        return self.out(states)  # (B, T, d_h) -> (B, T, n_vocab)
 
     def step(self, y_prev: torch.Tensor, s_prev: torch.Tensor, enc: EncoderOutput
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """One step: y_prev (B,), s_prev (B, d_h) -> (logits (B, V), s (B, d_h), None)."""
+        """One step: y_prev (B,), s_prev (B, d_h) -> (logits (B, n_vocab), s (B, d_h), None)."""
         extra = enc.final if self.cfg.feed_final else None  # (B, d_enc) or None
         logits, s = decoder_step(self.embedding, self.rnn, self.out, y_prev, s_prev, extra)
         return logits, s, None
@@ -340,9 +340,9 @@ def padded_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, pad_id: in
 
     A padded position adds nothing to the sum and nothing to the count. (Equal to
     `nn.CrossEntropyLoss(ignore_index=pad_id)` on the flattened tensors.)
-    logits: (B, T, V) float, targets: (B, T) int64 -> scalar.
+    logits: (B, T, n_vocab) float, targets: (B, T) int64 -> scalar.
     """
-    require_float_tensor(logits, "logits", "(B, T, V)", ndim=3)
+    require_float_tensor(logits, "logits", "(B, T, n_vocab)", ndim=3)
     require_ids(targets, "targets", "(B, T)", 2)
     if targets.shape != logits.shape[:2]:
         raise ValueError(f"targets must have shape {shape_str(logits.shape[:2])} to match "
@@ -350,7 +350,7 @@ def padded_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, pad_id: in
     real = targets != pad_id  # (B, T)
     if not real.any():
         raise ValueError("targets hold only padding: there is no token to average over")
-    log_p = torch.log_softmax(logits, dim=-1)  # (B, T, V)
+    log_p = torch.log_softmax(logits, dim=-1)  # (B, T, n_vocab)
     picked = log_p.gather(2, targets.unsqueeze(2)).squeeze(2)  # (B, T, 1) -> (B, T)
     picked = torch.where(real, picked, 0.0)  # not picked * real: -inf * 0 would be NaN
     return -picked.sum() / real.sum()
@@ -364,7 +364,7 @@ def greedy_decode(step, state, batch_size: int, *, max_len: int, start_id: int =
 
         y_0 = <start>;  logits, s_t = step(y_{t-1}, s_{t-1});  y_t = argmax logits
 
-    `step(y_prev (B,), state) -> (logits (B, V), state)` or `(logits, state, weights (B, S))`.
+    `step(y_prev (B,), state) -> (logits (B, n_vocab), state)` or `(logits, state, weights (B, S))`.
     Each row stops at its own first <end>: the <end> is kept and every later position is
     <pad>. The loop stops when every row has ended, or after `max_len` steps.
 
@@ -378,9 +378,9 @@ def greedy_decode(step, state, batch_size: int, *, max_len: int, start_id: int =
     outputs, weights = [], []
     for _ in range(max_len):
         result = step(y, state)
-        logits, state = result[0], result[1]  # (B, V), new state
+        logits, state = result[0], result[1]  # (B, n_vocab), new state
         if logits.shape[0] != batch_size or logits.dim() != 2:
-            raise ValueError(f"step must return logits of shape ({batch_size}, V); "
+            raise ValueError(f"step must return logits of shape ({batch_size}, n_vocab); "
                              f"got {shape_str(logits.shape)}")
         if len(result) > 2 and result[2] is not None:
             weights.append(result[2])  # (B, S)

@@ -4,7 +4,7 @@ The recipe, one function per step (`pretrained_tiny_bert` runs them all):
 
     story_tokenizer   a WordPiece vocabulary trained on the stories (about 570 tokens: most
                       words whole, plurals and -ed / -ing forms often in pieces: cake ##s)
-    tiny_config       BERT's shape, shrunk: L = 2 layers, H = 64, A = 8 heads, d_ff = 128
+    tiny_config       BERT's shape, shrunk: L = 2 layers, d_model = 64, n_heads = 8, d_ff = 128
     pretrain          masked language modelling + next-sentence prediction on nsp_pairs,
                       batches from bert.pretraining_batch, the one training loop training.fit
     mlm_accuracy      share of the chosen (15%) positions whose original token is the arg max
@@ -29,7 +29,8 @@ Pretraining batches are `pretraining_batch(CachedTokenizer(tokenizer), pairs)`: 
 tokenizes each distinct word once and gives exactly the tensors that the tokenizer's own
 `encode_batch` gives (the stories' few hundred words make up all their sentences, so this
 saves most of the tokenizing).
-Notation: B batch, T tokens, H = d_model, L layers, A = n_heads, V vocabulary.
+Notation (README's table): B batch, T tokens, L layers, d_model width, n_heads heads, n_vocab
+vocabulary.
 """
 
 from __future__ import annotations
@@ -170,7 +171,8 @@ def _cached(tokenizer) -> CachedTokenizer:
 
 def tiny_config(tokenizer: WordPiece, **overrides) -> BertConfig:
     """BERT's architecture at a size that pretrains on a 2-core CPU in about a minute:
-    V = len(tokenizer), H = 64, L = 2, A = 8 (d_k = 8), d_ff = 2 H = 128, max_len = 64,
+    n_vocab = len(tokenizer), d_model = 64, L = 2, n_heads = 8 (d_k = 8), d_ff = 2 d_model = 128,
+    max_len = 64,
     dropout 0 (a short run on fresh pairs does not overfit); eight narrow heads, so that
     unit 08 has more of them to compare. `overrides` replace any BertConfig field, e.g.
     tiny_config(tok, n_layers=4)."""
@@ -195,14 +197,14 @@ def _require_pretraining_model(model) -> BertForPretraining:
 def pretraining_loss(model: BertForPretraining, batch: dict) -> torch.Tensor:
     """BertForPretraining.loss (MLM cross-entropy over the chosen positions + NSP
     cross-entropy), with the MLM head run on the chosen positions only (about 15% of the
-    (B, T) positions; the output matrix V x H is the costly part), as the original BERT
+    (B, T) positions; the output matrix n_vocab x d_model is the costly part), as the original BERT
     does. Equal to model.loss(batch)[0] up to float rounding."""
     out = model.bert(batch["ids"], batch["segments"], batch["attention_mask"])
     chosen = batch["labels"] != IGNORE  # (B, T)
-    h = out.last_hidden_state[chosen]  # (M, H), M chosen positions in the batch
-    h = model.mlm_norm(F.gelu(model.mlm_transform(h)))  # (M, H)
-    logits = h @ model.bert.embeddings.token.weight.T + model.mlm_bias  # (M, V)
-    mlm = F.cross_entropy(logits, batch["labels"][chosen]) if len(h) else logits.sum()
+    x = out.last_hidden_state[chosen]  # (n_masked, d_model): the chosen positions of the batch
+    x = model.mlm_norm(F.gelu(model.mlm_transform(x)))  # (n_masked, d_model)
+    logits = x @ model.bert.embeddings.token.weight.T + model.mlm_bias  # (n_masked, n_vocab)
+    mlm = F.cross_entropy(logits, batch["labels"][chosen]) if len(x) else logits.sum()
     nsp = F.cross_entropy(model.nsp(out.pooler_output), batch["is_next"].long())
     return mlm + nsp
 
@@ -472,7 +474,7 @@ def unigram_accuracy(tokenizer: WordPiece, stories, pairs, seed: int = 0,
     guess = cache.vocab[most_frequent_token(cache, stories)]
     right = total = 0
     for batch in _masked_batches(cache, pairs, seed, batch_size):
-        labels = batch["labels"][batch["labels"] != IGNORE]  # (M,)
+        labels = batch["labels"][batch["labels"] != IGNORE]  # (n_masked,)
         right += int((labels == guess).sum())
         total += len(labels)
     return right / total if total else math.nan
@@ -524,9 +526,9 @@ def fill_mask(model: BertForPretraining, tokenizer: WordPiece, text: str,
     segments = torch.tensor([tokenizer.segment_ids(ids)])  # (1, T)
     was_training = model.training
     model.eval()
-    mlm, _, _ = model(ids_t, segments)  # (1, T, V)
+    mlm, _, _ = model(ids_t, segments)  # (1, T, n_vocab)
     model.train(was_training)
-    probs = mlm[0, ids.index(tokenizer.mask_id)].softmax(-1)  # (V,)
+    probs = mlm[0, ids.index(tokenizer.mask_id)].softmax(-1)  # (n_vocab,)
     top = probs.topk(k)
     return [(tokenizer.tokens[i], p) for p, i in zip(top.values.tolist(),
                                                       top.indices.tolist(), strict=True)]
@@ -536,7 +538,7 @@ def fill_mask(model: BertForPretraining, tokenizer: WordPiece, text: str,
 
 class BertClassifier(nn.Module):
     """A classifier on a BERT: logits (B, n_classes) = W dropout(pooled) + b, where
-    pooled = tanh(W_p x_L[:, 0] + b_p) is the encoder's [CLS] vector (B, H).
+    pooled = tanh(W_p x_L[:, 0] + b_p) is the encoder's [CLS] vector (B, d_model).
 
     forward(ids (B, T), segments (B, T) = None, attention_mask (B, T) bool = None). The
     head starts as BERT's layers do (normal(0, 0.02), bias 0); fine-tuning trains it and
@@ -557,7 +559,7 @@ class BertClassifier(nn.Module):
 
     def forward(self, ids: torch.Tensor, segments: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-        pooled = self.bert(ids, segments, attention_mask).pooler_output  # (B, H)
+        pooled = self.bert(ids, segments, attention_mask).pooler_output  # (B, d_model)
         return self.head(self.dropout(pooled))  # (B, n_classes)
 
 

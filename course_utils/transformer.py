@@ -20,7 +20,7 @@ keys and values of the earlier ones, giving the same tokens as recomputing the w
 
 Masks are bool, True = may attend (the course's convention, the OPPOSITE of the
 `mask`/`key_padding_mask` arguments of `torch.nn.Transformer*`). Notation: B batch, S source
-length, T target length, d_model width, d_ff feed-forward width, V vocabulary size.
+length, T target length, d_model width, d_ff feed-forward width, n_vocab vocabulary size.
 """
 
 from __future__ import annotations
@@ -266,8 +266,8 @@ class KVCache:
                                    or k.shape[-1] != self.k.shape[-1]):
             raise ValueError(f"new keys {shape_str(k.shape)} do not fit the cached "
                              f"{shape_str(self.k.shape)}: expected (B, n_heads, T_new, d_k)")
-        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)  # (B, h, t, d_k)
-        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)  # (B, h, t, d_k)
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)  # (B, n_heads, t, d_k)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)  # (B, n_heads, t, d_k)
         return self.k, self.v
 
 
@@ -277,8 +277,8 @@ class KVCache:
 class TransformerConfig:
     """Sizes and switches of the encoder-decoder Transformer (unit 06)."""
 
-    src_vocab_size: int  # V of the source
-    tgt_vocab_size: int  # V of the target
+    src_vocab_size: int  # n_vocab of the source
+    tgt_vocab_size: int  # n_vocab of the target
     d_model: int = 64
     n_heads: int = 4
     d_ff: int = 128  # width of the position-wise feed-forward network
@@ -361,8 +361,8 @@ class Transformer(nn.Module):
     def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor,
                return_weights: bool = False):
         """Teacher forcing: tgt_in (B, T) = <start> y_1 .. read at once under the causal mask
-        -> logits (B, T, V); with `return_weights`, also {"self": [(B, h, T, T)...],
-        "cross": [(B, h, T, S)...]}, one entry per layer."""
+        -> logits (B, T, n_vocab); with `return_weights`, also {"self": [(B, n_heads, T, T)...],
+        "cross": [(B, n_heads, T, S)...]}, one entry per layer."""
         require_ids(tgt_in, "tgt_in", "(B, T)", 2)
         T = tgt_in.shape[1]
         # (B, 1, 1, T) & (T, T) -> (B, 1, T, T): earlier real tokens only
@@ -373,11 +373,11 @@ class Transformer(nn.Module):
             y, self_w, cross_w = layer(y, memory, self_mask, src_mask)
             weights["self"].append(self_w)
             weights["cross"].append(cross_w)
-        logits = self.out(self.decoder_norm(y))  # (B, T, V)
+        logits = self.out(self.decoder_norm(y))  # (B, T, n_vocab)
         return (logits, weights) if return_weights else logits
 
     def forward(self, src, lengths, tgt_in) -> torch.Tensor:
-        """src (B, S), lengths (B,), tgt_in (B, T) -> logits (B, T, V)."""
+        """src (B, S), lengths (B,), tgt_in (B, T) -> logits (B, T, n_vocab)."""
         memory, src_mask = self.encode(src, lengths)
         return self.decode(tgt_in, memory, src_mask)
 
@@ -389,17 +389,17 @@ class Transformer(nn.Module):
     def step(self, y_prev: torch.Tensor, state: dict) -> tuple[torch.Tensor, dict]:
         """One step of greedy decoding. state = {"memory", "src_mask", "cache" (a KVCache per
         layer, or None to recompute), "prefix" (B, t) the tokens read so far}.
-        y_prev (B,) -> (logits (B, V), the new state)."""
+        y_prev (B,) -> (logits (B, n_vocab), the new state)."""
         prefix = torch.cat([state["prefix"], y_prev[:, None]], dim=1)  # (B, t + 1)
         memory, src_mask, cache = state["memory"], state["src_mask"], state["cache"]
         if cache is None:  # recompute every position, keep the last one's logits
-            logits = self.decode(prefix, memory, src_mask)[:, -1]  # (B, V)
+            logits = self.decode(prefix, memory, src_mask)[:, -1]  # (B, n_vocab)
         else:  # the newest token only; the earlier ones' keys and values are in the cache
             y = self._embed(self.tgt_embed, y_prev[:, None], start=prefix.shape[1] - 1)
             self_mask = _key_mask(padding_mask_from_ids(prefix))  # (B, 1, 1, t + 1)
             for layer, layer_cache in zip(self.decoder, cache, strict=True):
                 y, _, _ = layer(y, memory, self_mask, src_mask, cache=layer_cache)
-            logits = self.out(self.decoder_norm(y))[:, 0]  # (B, 1, V) -> (B, V)
+            logits = self.out(self.decoder_norm(y))[:, 0]  # (B, 1, n_vocab) -> (B, n_vocab)
         return logits, {**state, "prefix": prefix}
 
     @torch.no_grad()

@@ -7,12 +7,13 @@
 
 `Seq2SeqConfig(attention=None)` gives unit 02's decoder (`seq2seq.Decoder`), a score name
 gives unit 03's (`attention_decoder.AttentionDecoder`, or `attention_decoder.LuongDecoder` with
-`decoder="luong"`); `train` is `training.fit` with
-minibatch epochs and teacher forcing.
+`decoder="luong"`); `train` is `training.fit` with minibatch epochs and teacher forcing;
+`seconds_per_step` times one training step of a copy of a model (a Transformer too).
 """
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -29,9 +30,9 @@ from course_utils.seq2seq import (
     greedy_decode,
     padded_cross_entropy,
 )
-from course_utils.training import History, fit
+from course_utils.training import History, fit, seconds_per_call
 
-__all__ = ["Seq2Seq", "evaluate", "train"]
+__all__ = ["Seq2Seq", "evaluate", "seconds_per_step", "train"]
 
 
 class Seq2Seq(nn.Module):
@@ -51,13 +52,13 @@ class Seq2Seq(nn.Module):
         self.decoder = decoder
 
     def forward(self, src, lengths, tgt_in) -> torch.Tensor:
-        """src (B, S), lengths (B,), tgt_in (B, T) -> logits (B, T, V)."""
+        """src (B, S), lengths (B,), tgt_in (B, T) -> logits (B, T, n_vocab)."""
         return self.decoder(tgt_in, self.encoder(src, lengths))
 
     def loss(self, src, lengths, tgt) -> torch.Tensor:
         """tgt (B, T + 1) = <start> y_1 .. y_n <end> <pad>..: read tgt[:, :-1], predict
         tgt[:, 1:], padded cross-entropy (a scalar)."""
-        logits = self(src, lengths, tgt[:, :-1])  # (B, T, V)
+        logits = self(src, lengths, tgt[:, :-1])  # (B, T, n_vocab)
         return padded_cross_entropy(logits, tgt[:, 1:])
 
     @torch.no_grad()
@@ -115,6 +116,26 @@ def evaluate(model: Seq2Seq, data, batch_size: int = 1000) -> torch.Tensor:
     correct = []
     for index in minibatches(len(data), batch_size, shuffle=False):
         batch = data[index]
-        pred = model.translate(batch.src, batch.src_lengths)  # (b, L)
+        pred = model.translate(batch.src, batch.src_lengths)  # (B, T)
         correct.append(exact_match(pred, batch.tgt[:, 1:]))  # (b,)
     return torch.cat(correct)  # (N,)
+
+
+def seconds_per_step(model: nn.Module, batch, repeats: int = 7) -> float:
+    """The median wall time of one training step (forward, backward, an Adam update) of a copy
+    of `model` (anything with `loss(src, src_lengths, tgt)`: a Seq2Seq, a Transformer) on
+    `batch`, a TranslationBatch; the model itself is left untouched. Measured on this
+    machine, now: it varies between machines and runs."""
+    if not callable(getattr(model, "loss", None)):
+        raise ValueError(f"model must have a loss(src, src_lengths, tgt) method, as Seq2Seq "
+                         f"and Transformer do; got {type(model).__name__}")
+    model = copy.deepcopy(model).train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():
+        loss = model.loss(batch.src, batch.src_lengths, batch.tgt)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    return seconds_per_call(step, repeats)

@@ -654,7 +654,7 @@ def transformer_diagram(ax: plt.Axes | None = None, title: str | None = None) ->
     memory (B, S, d_model). Decoder (right): target ids shifted right, <start> y_1 .. (B, T) ->
     embedding x sqrt(d_model) -> + positional encoding -> L x [masked self-attention,
     cross-attention (keys and values from the memory, red), feed-forward, each followed by add &
-    LayerNorm] -> linear d_model -> V -> softmax -> p(y_{t+1} | y_<=t, x) (B, T, V).
+    LayerNorm] -> linear d_model -> n_vocab -> softmax -> p(y_{t+1} | y_<=t, x) (B, T, n_vocab).
     Residual connections are green, each layer is framed with "× L" beside it; the order is
     the paper's (post-LN). Every box's label is a text of `ax.texts`. Returns the Axes.
     """
@@ -689,12 +689,12 @@ def transformer_diagram(ax: plt.Axes | None = None, title: str | None = None) ->
             "values of every decoder\nlayer's cross-attention", ha="left", va="center",
             fontsize=8, color="tab:red")
     y = dec_top
-    for text, height in (("linear  d_model → V", 0.5), ("softmax", 0.5)):
+    for text, height in (("linear  d_model → n_vocab", 0.5), ("softmax", 0.5)):
         _tf_arrow(ax, (x_dec, y), (x_dec, y + 0.45))
         _tf_box(ax, x_dec, y + 0.45 + height / 2, text, "out", height=height)
         y += 0.45 + height
     _tf_arrow(ax, (x_dec, y), (x_dec, y + 0.45))
-    _tf_box(ax, x_dec, y + 0.8, "$p(y_{t+1} \\mid y_1 \\dots y_t, x)$  (B, T, V)", "io",
+    _tf_box(ax, x_dec, y + 0.8, "$p(y_{t+1} \\mid y_1 \\dots y_t, x)$  (B, T, n_vocab)", "io",
             height=0.7)
     top = y + 1.15
     for x, name in ((x_enc, "encoder"), (x_dec, "decoder")):

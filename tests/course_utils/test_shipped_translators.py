@@ -1,0 +1,133 @@
+"""Unit 03's shipped translators: the file holds today's recipe and data, its models do what
+lectures 03 and 06 say of them, and the loader refuses anything else with a clear error."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from course_utils import shipped_translators as unit03
+from course_utils.data import translation
+from course_utils.transformer import Transformer, config_for
+from course_utils.translator import Seq2Seq, evaluate, seconds_per_step
+
+
+@pytest.fixture(scope="module")
+def task():
+    return unit03.make_task()
+
+
+@pytest.fixture(scope="module")
+def test_data(task):
+    return translation.make_batch(task.test, task.src_vocab, task.tgt_vocab)
+
+
+def test_the_file_holds_todays_recipe_data_and_every_shipped_variant(task):
+    metadata = unit03.shipped_metadata()
+    assert metadata["recipe"] == json.loads(json.dumps(unit03.recipe()))
+    assert metadata["data_sha256"] == unit03.data_digest(task)
+    assert set(metadata["results"]) == set(unit03.SHIPPED_VARIANTS)
+    assert set(unit03.SHIPPED_VARIANTS) <= set(unit03.VARIANTS)
+    # lecture 03 trains these two itself; everything it or lecture 06 reads is shipped
+    assert {"no attention", "attention"} <= set(unit03.VARIANTS)
+
+
+@pytest.mark.parametrize("name, floor", [
+    ("attention", 0.985), ("attention, forward encoder", 0.95), ("Luong", 0.985)])
+def test_each_shipped_model_translates_as_the_lectures_say(task, test_data, name, floor):
+    model, history = unit03.load(name, task)
+    assert not model.training
+    assert model.cfg == unit03.build(task, name).cfg
+    exact = float(evaluate(model, test_data).float().mean())
+    assert exact >= floor
+    # what the file says it measured, up to a few pairs that another CPU may decode otherwise
+    assert exact == pytest.approx(unit03.shipped_metadata()["results"][name]["exact_match"],
+                                  abs=0.005)
+    steps = unit03.RECIPE["epochs"] * history.steps_per_epoch
+    assert len(history.loss) == steps == 282
+    assert history.epoch_loss()[-1] < 0.05 * history.epoch_loss()[0]
+
+
+def test_the_variants_differ_in_the_one_thing_they_name(task):
+    configs = {name: unit03.build(task, name).cfg for name in unit03.VARIANTS}
+    base = configs["attention"]
+    assert configs["no attention"].attention is None
+    assert configs["attention, forward encoder"].bidirectional is False
+    assert (configs["Luong"].decoder, configs["Luong"].attention) == ("luong", "multiplicative")
+    for name, cfg in configs.items():
+        changed = {k for k in vars(base) if getattr(cfg, k) != getattr(base, k)}
+        assert changed <= set(unit03.VARIANTS[name]) | {"attention"}, (name, changed)
+
+
+def test_train_variant_seeds_itself_so_two_runs_start_and_batch_alike(task, monkeypatch):
+    """Everything train_variant does before the first step is deterministic: the same initial
+    weights and the same batches, whatever ran before (trained for a few steps here)."""
+    monkeypatch.setitem(unit03.RECIPE, "epochs", 1)
+    small = translation.TranslationTask(task.train[:256], task.test[:8], task.src_vocab,
+                                        task.tgt_vocab)
+    torch.manual_seed(123)
+    first, h1 = unit03.train_variant(small, "no attention", progress=False)
+    torch.randn(100)  # move the global generator on
+    second, h2 = unit03.train_variant(small, "no attention", progress=False)
+    assert h1.loss == h2.loss
+    for a, b in zip(first.state_dict().values(), second.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_write_and_load_round_trip_and_refusals(task, tmp_path, monkeypatch):
+    """A file written by write_shipped (one epoch of one variant, to keep it quick) loads back
+    exactly; a changed recipe, other pairs, an unshipped or unknown name, a missing file and
+    foreign weights are refused with what to do."""
+    monkeypatch.setitem(unit03.RECIPE, "epochs", 1)
+    path = tmp_path / "translators.safetensors"
+    results = unit03.write_shipped(path, names=("no attention",), progress=False)
+    assert set(results) == {"no attention"} and results["no attention"]["steps_per_epoch"] == 47
+    assert oct(path.stat().st_mode & 0o777) == "0o644"
+    model, history = unit03.load("no attention", task, path)
+    again, _ = unit03.load("no attention", task, path)
+    for a, b in zip(model.state_dict().values(), again.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    assert len(history.loss) == 47 and history.seconds == results["no attention"]["seconds"]
+
+    with pytest.raises(ValueError, match=r"shipped variants .*\(train it with train_variant\)"):
+        unit03.load("attention", task, path)
+    with pytest.raises(ValueError, match="name must be one of"):
+        unit03.load("transformer", task, path)
+    other = translation.make_task(n_train=100, n_test=10, seed=1, max_numbers=8)
+    with pytest.raises(ValueError, match="other pairs .*make translators"):
+        unit03.load("no attention", other, path)
+    monkeypatch.setitem(unit03.RECIPE, "lr", 3e-3)
+    with pytest.raises(ValueError, match="recipe .*make translators"):
+        unit03.load("no attention", task, path)
+    monkeypatch.setitem(unit03.RECIPE, "lr", 1e-2)
+    with pytest.raises(FileNotFoundError, match="make translators"):
+        unit03.load("no attention", task, tmp_path / "missing.safetensors")
+
+    tensors = load_file(str(path))
+    del tensors[min(k for k in tensors if not k.endswith("/.loss"))]  # one weight missing
+    bad = tmp_path / "bad.safetensors"
+    save_file(tensors, str(bad), {k: v for k, v in unit03.shipped_metadata(path).items()
+                                  if k in ("data_sha256", "torch")}
+              | {"recipe": json.dumps(unit03.recipe()),
+                 "results": json.dumps(results)})
+    with pytest.raises(ValueError, match="does not hold the weights"):
+        unit03.load("no attention", task, bad)
+    save_file(tensors, str(bad), {"made": "elsewhere"})
+    with pytest.raises(ValueError, match="not written by shipped_translators"):
+        unit03.shipped_metadata(bad)
+
+
+def test_seconds_per_step_times_a_copy_and_leaves_the_model_alone(task):
+    batch = translation.make_batch(task.train[:16], task.src_vocab, task.tgt_vocab)
+    for model in (Seq2Seq(unit03.build(task, "attention").cfg),
+                  Transformer(config_for(task, d_model=16, n_heads=2, d_ff=32, n_layers=1))):
+        before = {k: v.clone() for k, v in model.state_dict().items()}
+        seconds = seconds_per_step(model.eval(), batch, repeats=2)
+        assert 0 < seconds < 5
+        assert not model.training
+        assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    with pytest.raises(ValueError, match="loss"):
+        seconds_per_step(torch.nn.Linear(2, 2), batch)
