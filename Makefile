@@ -225,9 +225,12 @@ feedback: $(STAMP)
 	done; \
 	if [ -n "$$failed" ]; then echo "feedback failed for:$$failed (see the log above)"; exit 1; fi
 
+# On a quiet machine: the timing claims of the lectures are asserted here, not in make test.
 bench: $(STAMP)
 	$(BIN)/python .ci/benchmark_notebooks.py
 	$(BIN)/python .ci/benchmark_attention.py
+	COURSE_TIMING_CLAIMS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -rP \
+		tests/notebooks/test_lectures.py -k claims_about_training
 
 # Autograding time per submission with and without the sandbox, and JOBS=2 against JOBS=1;
 # BENCH_ARGS="--unit 02_seq2seq_rnn --submissions 6" for another unit or size.

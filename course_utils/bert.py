@@ -48,6 +48,7 @@ from course_utils._checks import (
     require_number_in,
     shape_str,
 )
+from course_utils.training import count_parameters  # noqa: F401  (a name of this module too)
 from course_utils.transformer import EncoderLayer, _key_mask
 
 __all__ = ["IGNORE", "Bert", "BertConfig", "BertEmbeddings", "BertForPretraining",
@@ -375,11 +376,6 @@ def load_minilm(dtype: torch.dtype = torch.float32) -> Bert:
     model = Bert(cfg)
     state_from_hf(model, load_file(str(files.weights)))
     return model.to(dtype).eval()
-
-
-def count_parameters(model: nn.Module) -> int:
-    """Trainable parameters, a tied matrix counted once."""
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def bert_parameters(cfg: BertConfig) -> int:

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import torch
 
-from course_utils._checks import require_int, require_str
+from course_utils._checks import require_bool, require_int, require_str
 
 __all__ = ["SPECIAL_TOKENS", "WordPiece", "basic_tokenize", "train_wordpiece"]
 
@@ -308,11 +308,23 @@ class WordPiece:
         end_of_a = ids.index(self.sep_id)
         return [0] * (end_of_a + 1) + [1] * (len(ids) - end_of_a - 1)
 
-    def word_ids(self, text: str, pair: str | None = None) -> list[int | None]:
+    def word_ids(self, text: str, pair: str | None = None, *, continue_in_pair: bool = False
+                 ) -> list[int | None]:
         """For each id of encode(text, pair), the index of the word it comes from (the words
-        of basic_tokenize, counted from 0 in text and again from 0 in pair); None for [CLS]
-        and [SEP]. "he likes embeddings" -> [None, 0, 1, 2, 2, 2, 2, None]."""
-        return self._encode(text, pair)[2]
+        of basic_tokenize, counted from 0 in text and again from 0 in pair, as `transformers`'
+        word_ids() counts them); None for [CLS] and [SEP].
+        "he likes embeddings" -> [None, 0, 1, 2, 2, 2, 2, None].
+
+        continue_in_pair=True counts the words of pair on after those of text (word i of pair
+        is word n_text + i), so that a relation between the two sentences is one pair of word
+        indices."""
+        require_bool(continue_in_pair, "continue_in_pair")
+        _, segments, words = self._encode(text, pair)
+        if not continue_in_pair or pair is None:
+            return words
+        offset = len(self._words(text))
+        return [w if w is None or segment == 0 else w + offset
+                for w, segment in zip(words, segments, strict=True)]
 
     def encode_batch(self, texts: list[str], pairs: list[str] | None = None,
                      max_len: int | None = None

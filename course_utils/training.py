@@ -5,6 +5,7 @@
     History             what `fit` returns: the loss of every step, the evaluations, the time
     running_mean        mean of every full window of a list (for smooth loss curves)
     seconds_per_call    median wall time of a call (e.g. one training step)
+    count_parameters    the trainable parameters of a model, a shared (tied) matrix once
     seed_everything     seed Python, NumPy and PyTorch; return a seeded torch.Generator
     accuracy_by_bucket  the share of correct examples in each bucket, ordered by bucket
 
@@ -39,6 +40,7 @@ __all__ = [
     "History",
     "accuracy_by_bucket",
     "available_cpus",
+    "count_parameters",
     "fit",
     "running_mean",
     "seconds_per_call",
@@ -46,6 +48,13 @@ __all__ = [
 ]
 
 SCHEDULES = ("constant", "linear")
+
+
+def count_parameters(model: nn.Module) -> int:
+    """The trainable parameters of `model`, a matrix shared by two layers (tied) counted once."""
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module; got {type(model).__name__}")
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def seed_everything(seed: int = 0) -> torch.Generator:

@@ -8,7 +8,8 @@
 `Seq2SeqConfig(attention=None)` gives unit 02's decoder (`seq2seq.Decoder`), a score name
 gives unit 03's (`attention_decoder.AttentionDecoder`, or `attention_decoder.LuongDecoder` with
 `decoder="luong"`); `train` is `training.fit` with minibatch epochs and teacher forcing;
-`seconds_per_step` times one training step of a copy of a model (a Transformer too).
+`seconds_per_step` times one training step of a copy of a model (a Transformer too);
+`attention_scores` gives the raw scores of every teacher-forced step beside its weights.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from course_utils.seq2seq import (
 )
 from course_utils.training import History, fit, seconds_per_call
 
-__all__ = ["Seq2Seq", "evaluate", "seconds_per_step", "train"]
+__all__ = ["Seq2Seq", "attention_scores", "evaluate", "seconds_per_step", "train"]
 
 
 class Seq2Seq(nn.Module):
@@ -139,3 +140,27 @@ def seconds_per_step(model: nn.Module, batch, repeats: int = 7) -> float:
         optimizer.step()
 
     return seconds_per_call(step, repeats)
+
+
+def attention_scores(model: Seq2Seq, src, lengths, tgt_in) -> tuple[torch.Tensor, ...]:
+    """Teacher forcing through a Bahdanau decoder (`AttentionDecoder`): for every step t' the
+    raw scores e of the query that step used, s_{t'-1}, against every encoder state, beside
+    the step's weights: (e (B, T, S), alpha (B, T, S), source mask (B, S) bool, True = real
+    word). alpha is 0 on padding; e there is what the score function gives (mask it before
+    taking a max or a min)."""
+    if not isinstance(model, Seq2Seq) or not isinstance(model.decoder, AttentionDecoder):
+        raise ValueError(f"model must be a Seq2Seq with Bahdanau's AttentionDecoder (a score "
+                         f"name, decoder='bahdanau'); got "
+                         f"{type(getattr(model, 'decoder', model)).__name__}")
+    attention = model.decoder.attention
+    queries = []  # s_{t'-1} of every step, as the attention module receives it
+    hook = attention.register_forward_pre_hook(lambda module, args: queries.append(args[0]))
+    try:
+        with torch.no_grad():
+            enc = model.encoder(src, lengths)  # states (B, S, d_enc), mask (B, S)
+            _, weights = model.decoder(tgt_in, enc, return_weights=True)  # (B, T, S)
+    finally:
+        hook.remove()
+    with torch.no_grad():
+        scores = torch.stack([attention.scores(q, enc.states) for q in queries], dim=1)
+    return scores, weights, enc.mask  # (B, T, S), (B, T, S), (B, S)

@@ -310,5 +310,5 @@ def test_bert_head_mask_switches_off_the_named_heads():
     assert (out.attentions[1][:, 2] == 0).all() and (out.attentions[0] != 0).all()
     torch.testing.assert_close(out.hidden_states[1], ours(ids).hidden_states[1])
     assert not torch.allclose(out.last_hidden_state, ours(ids).last_hidden_state)
-    with pytest.raises(ValueError, match=r"head_mask must have shape \(L, A\) = \(2, 4\)"):
+    with pytest.raises(ValueError, match=r"head_mask must have shape \(L, n_heads\) = \(2, 4\)"):
         ours(ids, head_mask=torch.ones(4, 2, dtype=torch.float64))

@@ -23,7 +23,7 @@ from course_utils.data.vocab import END_ID as END
 from course_utils.data.vocab import PAD_ID as PAD
 from course_utils.data.vocab import START_ID as START
 from course_utils.seq2seq import Decoder, Encoder, Seq2SeqConfig, encode, padded_cross_entropy
-from course_utils.translator import Seq2Seq, evaluate, train
+from course_utils.translator import Seq2Seq, attention_scores, evaluate, train
 
 V_SRC, V_TGT, D_EMB, D_H = 11, 9, 5, 7
 DOT_LIKE = ("dot", "scaled_dot", "cosine")  # need encoder width == decoder width
@@ -203,7 +203,7 @@ def test_teacher_forcing_equals_stepping_one_token_at_a_time(score, bidirectiona
     model = model_for(score, bidirectional)
     src, lengths = padded_source()
     enc = model.encoder(src, lengths)
-    logits, weights = model.decoder(TGT_IN, enc, return_weights=True)  # (B, T, V), (B, T, S)
+    logits, weights = model.decoder(TGT_IN, enc, return_weights=True)  # (B, T, n_vocab), (B, T, S)
     assert logits.shape == (3, 5, V_TGT)
     torch.testing.assert_close(model.decoder(TGT_IN, enc), logits, atol=0, rtol=0)
     s = model.decoder.init_state(enc)  # (B, d_h)
@@ -238,7 +238,7 @@ def test_config_builds_the_attention_decoder_and_unit_02_is_unchanged():
     model = model_for("additive")
     src, lengths = padded_source()
     tgt = torch.tensor([[START, 4, 5, END, 0], [START, 7, END, 0, 0], [START, 8, 8, 3, END]])
-    logits = model(src, lengths, tgt[:, :-1])  # (B, T, V)
+    logits = model(src, lengths, tgt[:, :-1])  # (B, T, n_vocab)
     want = F.cross_entropy(logits.reshape(-1, V_TGT), tgt[:, 1:].reshape(-1), ignore_index=PAD)
     torch.testing.assert_close(model.loss(src, lengths, tgt), want, atol=1e-12, rtol=0)
     torch.testing.assert_close(padded_cross_entropy(logits, tgt[:, 1:]), want, atol=1e-12, rtol=0)
@@ -481,3 +481,30 @@ def test_the_decoders_attention_module_sees_every_query_through_its_hooks():
         hook.remove()
     assert len(queries) == TGT_IN.shape[1]
     assert all(q.shape == (3, D_H) for q in queries)
+
+
+@pytest.mark.parametrize("score", SCORE_FUNCTIONS)
+def test_attention_scores_are_the_scores_behind_each_teacher_forced_step(score):
+    """The raw scores that attention_scores returns, masked and softmaxed, are the weights of
+    the very steps of teacher forcing; the model is left as it was."""
+    model = model_for(score, bidirectional=score not in DOT_LIKE).eval()
+    src = torch.randint(4, V_SRC, (3, 5))
+    lengths = torch.tensor([5, 3, 2])
+    tgt_in = torch.randint(3, V_TGT, (3, 4))
+    tgt_in[:, 0] = START
+    scores, weights, mask = attention_scores(model, src, lengths, tgt_in)
+    assert scores.shape == weights.shape == (3, 4, 5) and mask.shape == (3, 5)
+    assert torch.allclose(attention.masked_softmax(scores, mask[:, None, :]), weights,
+                          atol=1e-6)
+    with torch.no_grad():
+        _, direct = model.decoder(tgt_in, model.encoder(src, lengths), return_weights=True)
+    assert torch.equal(direct, weights)
+    assert not model.decoder.attention._forward_pre_hooks  # the hook is gone
+
+
+def test_attention_scores_refuses_decoders_that_do_not_score_through_their_module():
+    src, lengths = torch.randint(4, V_SRC, (2, 3)), torch.tensor([3, 2])
+    tgt_in = torch.full((2, 2), START)
+    for cfg in (config(None), config("multiplicative", decoder="luong")):
+        with pytest.raises(ValueError, match="AttentionDecoder"):
+            attention_scores(Seq2Seq(cfg), src, lengths, tgt_in)

@@ -202,6 +202,14 @@ def test_the_bert_paper_example(wp):
     assert paper.segment_ids(ids) == [0] * 6 + [1] * 5
     assert paper.word_ids("my dog is cute", "he likes playing") == [
         None, 0, 1, 2, 3, None, 0, 1, 2, 2, None]
+    # counted on across the pair: word i of B is word 4 + i (A has four words)
+    assert paper.word_ids("my dog is cute", "he likes playing", continue_in_pair=True) == [
+        None, 0, 1, 2, 3, None, 4, 5, 6, 6, None]
+    assert paper.word_ids("my dog, is cute", "he", continue_in_pair=True) == [
+        None, 0, 1, 2, 3, 4, None, 5, None]  # "," is a word of basic_tokenize
+    assert paper.word_ids("my dog", continue_in_pair=True) == paper.word_ids("my dog")
+    with pytest.raises(ValueError, match="continue_in_pair"):
+        paper.word_ids("my dog", "he", continue_in_pair="yes")
     assert ids[:5] == [101, 2026, 3899, 2003, 10140] and ids[-3:-1] == [
         wp.vocab["play"], wp.vocab["##ing"]]
 

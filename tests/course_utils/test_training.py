@@ -13,6 +13,7 @@ import nbformat
 import numpy as np
 import pytest
 import torch
+import torch.nn as nn
 from nbclient import NotebookClient
 
 from course_utils import seed_everything
@@ -22,6 +23,7 @@ from course_utils.training import (
     History,
     accuracy_by_bucket,
     available_cpus,
+    count_parameters,
     fit,
     running_mean,
     seconds_per_call,
@@ -574,3 +576,15 @@ def test_nbval_sees_the_first_drawing_and_the_final_line_as_the_same_output():
     assert sanitize(first) == sanitize(bar.final_line()) == "no attention: <progress bar>"
     assert sanitize("trained 5 models for 188 steps each\n") == \
         "trained 5 models for 188 steps each\n"
+
+
+def test_count_parameters_counts_trainable_weights_and_a_tied_matrix_once():
+    embed, frozen = nn.Embedding(10, 4), nn.Linear(4, 3)
+    out = nn.Linear(4, 10)
+    out.weight = embed.weight  # tied: one (10, 4) matrix in two places
+    frozen.requires_grad_(False)
+    model = nn.ModuleDict({"embed": embed, "out": out, "frozen": frozen})
+    assert count_parameters(model) == 10 * 4 + 10  # the matrix once, out's bias; not frozen
+    assert count_parameters(nn.Linear(3, 2)) == 3 * 2 + 2
+    with pytest.raises(ValueError, match="torch.nn.Module"):
+        count_parameters([torch.zeros(3)])
