@@ -60,6 +60,17 @@ def require_bool(value, name: str) -> bool:
     return value
 
 
+def require_heads(d_model, n_heads) -> int:
+    """d_model and n_heads, positive ints, with n_heads dividing d_model: -> d_k, the width of
+    each head. The one check of the split into heads (attention layers and configs call it)."""
+    require_int(d_model, "d_model")
+    require_int(n_heads, "n_heads")
+    if d_model % n_heads:
+        raise ValueError(f"d_model = {d_model} must be divisible by n_heads = {n_heads}: "
+                         f"each head gets d_k = d_model / n_heads features")
+    return d_model // n_heads
+
+
 def require_str(value, name: str) -> str:
     if not isinstance(value, str):
         raise ValueError(f"{name} must be a str; got {type(value).__name__}")

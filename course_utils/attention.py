@@ -269,7 +269,7 @@ def soft_lookup(
     if keys.shape[1] != query.shape[0]:
         raise ValueError(
             f"query and keys must have the same width d_k: query is {shape_str(query.shape)}, "
-            f"so keys must be (n, {query.shape[0]}); got keys {shape_str(keys.shape)}"
+            f"so keys must be (T_k, {query.shape[0]}); got keys {shape_str(keys.shape)}"
         )
     require_finite(query, "query")
     require_finite(keys, "keys")

@@ -226,20 +226,20 @@ class AttentionDecoder(nn.Module):
     additive score, and the output layer over all T states at the end.
     """
 
-    def __init__(self, cfg: Seq2SeqConfig):
+    def __init__(self, config: Seq2SeqConfig):
         super().__init__()
-        if cfg.attention is None:
-            raise ValueError(f"AttentionDecoder needs cfg.attention, a name of "
+        if config.attention is None:
+            raise ValueError(f"AttentionDecoder needs config.attention, a name of "
                              f"{SCORE_FUNCTIONS}; got None")
-        self.cfg = cfg
-        d_h, d_enc = cfg.d_h, cfg.d_enc
-        self.embedding = nn.Embedding(cfg.tgt_vocab_size, cfg.d_emb, padding_idx=PAD_ID)
-        self.attention = Attention(cfg.attention, d_h, d_enc, cfg.d_a or d_h)
-        self.w_y = nn.Linear(cfg.d_emb, 3 * d_h)  # W_yr, W_yz, W_ys stacked; b_r, b_z, b_s
+        self.config = config
+        d_h, d_enc = config.d_h, config.d_enc
+        self.embedding = nn.Embedding(config.tgt_vocab_size, config.d_emb, padding_idx=PAD_ID)
+        self.attention = Attention(config.attention, d_h, d_enc, config.d_a or d_h)
+        self.w_y = nn.Linear(config.d_emb, 3 * d_h)  # W_yr, W_yz, W_ys stacked; b_r, b_z, b_s
         self.w_c = nn.Linear(d_enc, 3 * d_h, bias=False)  # W_cr, W_cz, W_cs
         self.w_s = nn.Linear(d_h, 3 * d_h, bias=False)  # W_sr, W_sz, W_ss
-        self.w_init = nn.Linear(d_enc, d_h) if cfg.bidirectional else None
-        self.out = nn.Linear(d_h, cfg.tgt_vocab_size)  # W_o (n_vocab, d_h), b_o (n_vocab,)
+        self.w_init = nn.Linear(d_enc, d_h) if config.bidirectional else None
+        self.out = nn.Linear(d_h, config.tgt_vocab_size)  # W_o (n_vocab, d_h), b_o (n_vocab,)
 
     def init_state(self, enc: EncoderOutput) -> torch.Tensor:
         """s_0 (B, d_h): h_S, or tanh(W_init [fwd h_S; bwd h_1] + b_init) when bidirectional."""
@@ -250,9 +250,9 @@ class AttentionDecoder(nn.Module):
         """One step, written out: y_prev (B,), s_prev (B, d_h) ->
         (logits (B, n_vocab), s (B, d_h), weights alpha (B, S))."""
         require_ids(y_prev, "y_prev (previous tokens)", "(B,)", 1)
-        require_float_tensor(s_prev, "s_prev (previous decoder state)", f"(B, {self.cfg.d_h})",
+        require_float_tensor(s_prev, "s_prev (previous decoder state)", f"(B, {self.config.d_h})",
                               ndim=2)
-        require_encoder_states(enc.states, enc.mask, y_prev.shape[0], self.cfg.d_enc)
+        require_encoder_states(enc.states, enc.mask, y_prev.shape[0], self.config.d_enc)
         c, alpha = self.attention(s_prev, enc.states, enc.mask)  # (B, d_enc), (B, S)
         y = self.embedding(y_prev)  # (B,) -> (B, d_emb)
         s = context_gru_step(y, c, s_prev, self.w_y.weight, self.w_c.weight, self.w_s.weight,
@@ -264,8 +264,8 @@ class AttentionDecoder(nn.Module):
         (and, with `return_weights`, the weights (B, T, S)). The same numbers as T calls of
         `step` with the gold tokens."""
         require_ids(tgt_in, "tgt_in", "(B, T)", 2)
-        require_encoder_states(enc.states, enc.mask, tgt_in.shape[0], self.cfg.d_enc)
-        d_h = self.cfg.d_h
+        require_encoder_states(enc.states, enc.mask, tgt_in.shape[0], self.config.d_enc)
+        d_h = self.config.d_h
         g_y = self.w_y(self.embedding(tgt_in))  # (B, T, d_emb) -> (B, T, 3 d_h), all steps
         g_y = g_y.unbind(dim=1)  # T x (B, 3 d_h) (indexing g_y[:, t] would make backward fill
         #                          a zero (B, T, 3 d_h) gradient for every step)
@@ -312,31 +312,31 @@ class LuongDecoder(nn.Module):
     What differs from Bahdanau's `AttentionDecoder`: the query is the *current* state s_{t'}
     (the GRU steps first, from y_{t'-1} and s_{t'-1}), not the previous one; the context does
     not enter the GRU's gates but meets the state after it, in s~_{t'}, which the output layer
-    reads. Input feeding (`cfg.input_feeding`, on by default) concatenates s~_{t'-1} to the next
+    reads. Input feeding (`config.input_feeding`, on by default) concatenates s~_{t'-1} to the next
     step's input, so that the GRU knows what was attended to before; s~_0 = 0. Without it the
     GRU reads E y_{t'-1} alone, as unit 02's decoder does.
 
     Luong et al. stack LSTMs; this is one GRU of PyTorch's convention (nn.GRUCell), started
-    from `seq2seq.initial_state` like the other decoders. `cfg.attention` names the score (any
+    from `seq2seq.initial_state` like the other decoders. `config.attention` names the score (any
     of SCORE_FUNCTIONS; "dot" needs d_enc == d_h). Only global attention (every source word);
     local attention, a window around a predicted position, is not implemented.
     `forward` loops over the T steps: with input feeding, step t' needs s~_{t'-1}.
     """
 
-    def __init__(self, cfg: Seq2SeqConfig):
+    def __init__(self, config: Seq2SeqConfig):
         super().__init__()
-        if cfg.attention is None:
-            raise ValueError(f"LuongDecoder needs cfg.attention, a name of {SCORE_FUNCTIONS}; "
+        if config.attention is None:
+            raise ValueError(f"LuongDecoder needs config.attention, a name of {SCORE_FUNCTIONS}; "
                              f"got None")
-        self.cfg = cfg
-        d_h, d_enc = cfg.d_h, cfg.d_enc
-        self.embedding = nn.Embedding(cfg.tgt_vocab_size, cfg.d_emb, padding_idx=PAD_ID)
-        d_in = cfg.d_emb + (d_h if cfg.input_feeding else 0)  # [E y; s~] or E y
+        self.config = config
+        d_h, d_enc = config.d_h, config.d_enc
+        self.embedding = nn.Embedding(config.tgt_vocab_size, config.d_emb, padding_idx=PAD_ID)
+        d_in = config.d_emb + (d_h if config.input_feeding else 0)  # [E y; s~] or E y
         self.rnn = nn.GRUCell(d_in, d_h)  # W_ih (3 d_h, d_in), W_hh (3 d_h, d_h), two biases
-        self.attention = Attention(cfg.attention, d_h, d_enc, cfg.d_a or d_h)
+        self.attention = Attention(config.attention, d_h, d_enc, config.d_a or d_h)
         self.w_c = nn.Linear(d_enc + d_h, d_h, bias=False)  # W_c (d_h, d_enc + d_h)
-        self.w_init = nn.Linear(d_enc, d_h) if cfg.bidirectional else None
-        self.out = nn.Linear(d_h, cfg.tgt_vocab_size)  # W_o (n_vocab, d_h), b_o (n_vocab,)
+        self.w_init = nn.Linear(d_enc, d_h) if config.bidirectional else None
+        self.out = nn.Linear(d_h, config.tgt_vocab_size)  # W_o (n_vocab, d_h), b_o (n_vocab,)
 
     def init_state(self, enc: EncoderOutput) -> LuongState:
         """(s_0, s~_0): s_0 (B, d_h) as in the other decoders (`seq2seq.initial_state`), and
@@ -346,7 +346,7 @@ class LuongDecoder(nn.Module):
 
     def _input(self, y: torch.Tensor, s_tilde: torch.Tensor) -> torch.Tensor:
         """The GRU's input: [E y; s~] (B, d_emb + d_h) with input feeding, else E y (B, d_emb)."""
-        if self.cfg.input_feeding:
+        if self.config.input_feeding:
             return torch.cat([y, s_tilde], dim=1)  # (B, d_emb) + (B, d_h) -> (B, d_emb + d_h)
         return y  # (B, d_emb)
 
@@ -380,11 +380,11 @@ class LuongDecoder(nn.Module):
             raise ValueError("state must be the pair (s, s_tilde) of LuongDecoder.init_state "
                              f"or of the previous step; got {type(state).__name__}")
         for name, x in zip(("state.s", "state.s_tilde"), state, strict=True):
-            require_float_tensor(x, name, f"(B, {self.cfg.d_h})", ndim=2)
-            if tuple(x.shape) != (y_prev.shape[0], self.cfg.d_h):
-                raise ValueError(f"{name} must have shape ({y_prev.shape[0]}, {self.cfg.d_h}); "
+            require_float_tensor(x, name, f"(B, {self.config.d_h})", ndim=2)
+            if tuple(x.shape) != (y_prev.shape[0], self.config.d_h):
+                raise ValueError(f"{name} must have shape ({y_prev.shape[0]}, {self.config.d_h}); "
                                  f"got {shape_str(x.shape)}")
-        require_encoder_states(enc.states, enc.mask, y_prev.shape[0], self.cfg.d_enc)
+        require_encoder_states(enc.states, enc.mask, y_prev.shape[0], self.config.d_enc)
         y = self.embedding(y_prev)  # (B,) -> (B, d_emb)
         s = self.rnn(self._input(y, state.s_tilde), state.s)  # (B, d_h): the state comes first
         s_tilde, alpha = self._attend(s, enc)  # (B, d_h), (B, S): then attention, with it
@@ -396,8 +396,8 @@ class LuongDecoder(nn.Module):
         (and, with `return_weights`, the weights (B, T, S)). The same numbers as T calls of
         `step` with the gold tokens."""
         require_ids(tgt_in, "tgt_in", "(B, T)", 2)
-        require_encoder_states(enc.states, enc.mask, tgt_in.shape[0], self.cfg.d_enc)
-        d_emb, d_enc = self.cfg.d_emb, self.cfg.d_enc
+        require_encoder_states(enc.states, enc.mask, tgt_in.shape[0], self.config.d_enc)
+        d_emb, d_enc = self.config.d_emb, self.config.d_enc
         h, mask = enc.states, enc.mask  # (B, S, d_enc), (B, S)
         # What does not depend on the step, once per batch: the token's share of the GRU's
         # input gates for all T steps, and the key side of the score.
@@ -415,7 +415,7 @@ class LuongDecoder(nn.Module):
         s, s_tilde = self.init_state(enc)  # 2 x (B, d_h)
         outputs, weights = [], []
         for g in g_y:
-            if self.cfg.input_feeding:
+            if self.config.input_feeding:
                 g = torch.addmm(g, s_tilde, w_ih[:, d_emb:].T)  # + (B, d_h) @ (d_h, 3 d_h)
             s = self._gru(g, s)  # (B, d_h)
             alpha = _masked_softmax_unchecked(score(s), mask)  # (B, S), scores of checked inputs

@@ -42,6 +42,7 @@ except ModuleNotFoundError:
 from course_utils._checks import (
     require_float_tensor,
     require_fraction,
+    require_heads,
     require_ids,
     require_int,
     require_mask,
@@ -81,9 +82,7 @@ class BertConfig:
         require_int(self.pad_id, "pad_id", 0, self.vocab_size - 1)
         require_number_in(self.dropout, "dropout", 0.0, 1.0, "a probability")
         require_number_in(self.eps, "eps", 1e-30, 1.0, "LayerNorm's epsilon")
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model = {self.d_model} must be divisible by n_heads = "
-                             f"{self.n_heads}")
+        require_heads(self.d_model, self.n_heads)
 
 
 @dataclass
@@ -103,13 +102,13 @@ class BertEmbeddings(nn.Module):
     """ids (B, T), segments (B, T) or None (all 0) -> LN(token + segment + position)
     (B, T, d_model). Positions count 0 .. T-1 in every example of the batch."""
 
-    def __init__(self, cfg: BertConfig):
+    def __init__(self, config: BertConfig):
         super().__init__()
-        self.token = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
-        self.segment = nn.Embedding(cfg.n_segments, cfg.d_model)
-        self.position = nn.Embedding(cfg.max_len, cfg.d_model)
-        self.norm = nn.LayerNorm(cfg.d_model, cfg.eps)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.token = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
+        self.segment = nn.Embedding(config.n_segments, config.d_model)
+        self.position = nn.Embedding(config.max_len, config.d_model)
+        self.norm = nn.LayerNorm(config.d_model, config.eps)
+        self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, ids: torch.Tensor, segments: torch.Tensor | None = None) -> torch.Tensor:
         require_ids(ids, "ids", "(B, T)", 2)
@@ -141,14 +140,15 @@ class Bert(nn.Module):
     head off)) -> BertOutput.
     """
 
-    def __init__(self, cfg: BertConfig):
+    def __init__(self, config: BertConfig):
         super().__init__()
-        self.cfg = cfg
-        self.embeddings = BertEmbeddings(cfg)
+        self.config = config
+        self.embeddings = BertEmbeddings(config)
         self.layers = nn.ModuleList(
-            EncoderLayer(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, norm_first=False,
-                         activation="gelu", eps=cfg.eps) for _ in range(cfg.n_layers))
-        self.pooler = nn.Linear(cfg.d_model, cfg.d_model)
+            EncoderLayer(config.d_model, config.n_heads, config.d_ff, config.dropout,
+                         norm_first=False, activation="gelu", eps=config.eps)
+            for _ in range(config.n_layers))
+        self.pooler = nn.Linear(config.d_model, config.d_model)
         self.apply(_init_weights)
 
     def forward(self, ids: torch.Tensor, segments: torch.Tensor | None = None,
@@ -160,7 +160,7 @@ class Bert(nn.Module):
             require_mask(attention_mask, "attention_mask", tuple(ids.shape),
                          "True = real token, False = padding")
             mask = _key_mask(attention_mask)  # (B, 1, 1, T): no query attends to padding
-        L, n_heads = self.cfg.n_layers, self.cfg.n_heads
+        L, n_heads = self.config.n_layers, self.config.n_heads
         if head_mask is not None:
             require_float_tensor(head_mask, "head_mask", f"(L, n_heads) = ({L}, {n_heads})",
                                  ndim=2)
@@ -194,14 +194,14 @@ class BertForPretraining(nn.Module):
     nsp: logits (B, 2) = pooled W_nsp + b_nsp; class 1 = "B follows A", 0 = "B is random"
     """
 
-    def __init__(self, cfg: BertConfig):
+    def __init__(self, config: BertConfig):
         super().__init__()
-        self.cfg = cfg
-        self.bert = Bert(cfg)
-        self.mlm_transform = nn.Linear(cfg.d_model, cfg.d_model)
-        self.mlm_norm = nn.LayerNorm(cfg.d_model, cfg.eps)
-        self.mlm_bias = nn.Parameter(torch.zeros(cfg.vocab_size))
-        self.nsp = nn.Linear(cfg.d_model, 2)
+        self.config = config
+        self.bert = Bert(config)
+        self.mlm_transform = nn.Linear(config.d_model, config.d_model)
+        self.mlm_norm = nn.LayerNorm(config.d_model, config.eps)
+        self.mlm_bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.nsp = nn.Linear(config.d_model, 2)
         for module in (self.mlm_transform, self.nsp):
             _init_weights(module)
 
@@ -372,21 +372,21 @@ def load_minilm(dtype: torch.dtype = torch.float32) -> Bert:
     WordPiece.from_vocab_file(minilm_files().vocab). MiniLM was distilled for sentence
     embeddings: it has no MLM or NSP head."""
     files = minilm_files()
-    cfg = config_from_hf(json.loads(files.config.read_text()))
-    model = Bert(cfg)
+    config = config_from_hf(json.loads(files.config.read_text()))
+    model = Bert(config)
     state_from_hf(model, load_file(str(files.weights)))
     return model.to(dtype).eval()
 
 
-def bert_parameters(cfg: BertConfig) -> int:
+def bert_parameters(config: BertConfig) -> int:
     """The encoder's parameter count from its sizes alone (embeddings, L layers, pooler):
 with d = d_model, n_segments segments and max_len positions,
 
         (n_vocab + n_segments + max_len) d + 2 d
       + L (4 d^2 + 4 d + 2 d d_ff + d_ff + d + 4 d)
       + d^2 + d."""
-    d, d_ff = cfg.d_model, cfg.d_ff
-    embeddings = (cfg.vocab_size + cfg.n_segments + cfg.max_len) * d + 2 * d
+    d, d_ff = config.d_model, config.d_ff
+    embeddings = (config.vocab_size + config.n_segments + config.max_len) * d + 2 * d
     layer = 4 * d * d + 4 * d + 2 * d * d_ff + d_ff + d + 4 * d
-    return embeddings + cfg.n_layers * layer + d * d + d
+    return embeddings + config.n_layers * layer + d * d + d
 

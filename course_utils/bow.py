@@ -252,22 +252,22 @@ class BagOfWordsLM(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         require_ids(ids, "ids", "(B, T)", 2)
-        cfg = self.config
-        if int(ids.min()) < 0 or int(ids.max()) >= cfg.vocab_size:
-            raise ValueError(f"ids must be in [0, {cfg.vocab_size - 1}] (the vocabulary); "
+        config = self.config
+        if int(ids.min()) < 0 or int(ids.max()) >= config.vocab_size:
+            raise ValueError(f"ids must be in [0, {config.vocab_size - 1}] (the vocabulary); "
                              f"got values from {int(ids.min())} to {int(ids.max())}")
         prev = self.embed(ids)  # E(w_{i-1}): (B, T) -> (B, T, d_emb)
-        if cfg.pooling == "none":
+        if config.pooling == "none":
             return self.out(prev), None  # (B, T, d_emb) -> (B, T, n_vocab)
-        context, mask = context_windows(ids, cfg.n_ctx, cfg.pad_id)  # 2 x (B, T, n_ctx)
+        context, mask = context_windows(ids, config.n_ctx, config.pad_id)  # 2 x (B, T, n_ctx)
         keys = self.embed(context)  # E(w_k): (B, T, n_ctx) -> (B, T, n_ctx, d_emb)
-        if cfg.pooling == "mean":
+        if config.pooling == "mean":
             bag, alpha = mean_bag_of_words(keys, mask), None  # (B, T, d_emb)
-        elif cfg.pooling == "position":
+        elif config.pooling == "position":
             scores = self.slot_score.expand(mask.shape)  # (n_ctx,) -> (B, T, n_ctx)
             bag, alpha = attention_bag_of_words(scores, keys, mask)  # (B, T, d_emb), (B, T, n_ctx)
         else:
-            scored = keys + self.key_position if cfg.positions else keys  # (B, T, n_ctx, d_emb)
+            scored = keys + self.key_position if config.positions else keys  # (B, T, n_ctx, d_emb)
             bag, alpha = attention_bag_of_words(self.scores(prev, scored), keys, mask)
             # bag (B, T, d_emb), alpha (B, T, n_ctx)
         features = torch.cat([prev, bag], dim=-1)  # [E(w_{i-1}); A]: (B, T, 2 d_emb)

@@ -100,7 +100,7 @@ def _decoding_state(model: Transformer, src, src_lengths, copies: int, use_cache
 
 
 def _max_len(model, max_len) -> int:
-    return model.cfg.max_len if max_len is None else require_int(max_len, "max_len")
+    return model.config.max_len if max_len is None else require_int(max_len, "max_len")
 
 
 # ----------------------------------------------------------------------------- sampling
@@ -141,11 +141,11 @@ def sample(model: Transformer, src: torch.Tensor, src_lengths: torch.Tensor, *,
     """Generation by sampling: like greedy decoding, but each token is drawn with
     `sample_next` (temperature, top_k) from the model's distribution, with `generator` (the
     same seed, the same outputs). Each row stops at its own <end>, <pad> after it.
-    Returns ids (B, T_out), T_out <= max_len (default the model's cfg.max_len)."""
+    Returns ids (B, T_out), T_out <= max_len (default the model's config.max_len)."""
     require_source(src, src_lengths)
     require_bool(use_cache, "use_cache")
     max_len = _max_len(model, max_len)
-    _check_sampling(temperature, top_k, generator, model.cfg.tgt_vocab_size)
+    _check_sampling(temperature, top_k, generator, model.config.tgt_vocab_size)
     state = _decoding_state(model, src, src_lengths, 1, use_cache)
     batch = src.shape[0]
     y = torch.full((batch,), start_id, dtype=torch.long, device=src.device)  # (B,)
@@ -172,7 +172,7 @@ def beam_search(model: Transformer, src: torch.Tensor, src_lengths: torch.Tensor
 
     src (B, S), src_lengths (B,) -> ids (B, T_out): for each source the best hypothesis of
     the final beam, y_1 .. <end> then <pad>, as `translate` writes them; T_out <= max_len
-    (default the model's cfg.max_len). beam_size = n_beam >= 1 (n_beam = 1: greedy decoding);
+    (default the model's config.max_len). beam_size = n_beam >= 1 (n_beam = 1: greedy decoding);
     length_penalty = alpha >= 0 (0: the plain sum of log-probabilities). With
     `return_scores`, also (B,) the sum of log-probabilities of each answer (before any length
     normalisation). The key/value cache is reordered with the beams (`use_cache=False`:

@@ -25,7 +25,7 @@ import torch.nn as nn
 from course_utils._checks import (
     require_finite,
     require_float_tensor,
-    require_int,
+    require_heads,
     require_mask,
     shape_str,
 )
@@ -38,10 +38,8 @@ def split_heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
     """(B, T, d_model) -> (B, n_heads, T, d_k): head h holds features h d_k ... (h + 1) d_k - 1
     of every position. A reshape alone, without the transpose, would mix positions."""
     require_float_tensor(x, "x", "(B, T, d_model)", ndim=3)
-    require_int(n_heads, "n_heads")
     batch, length, d_model = x.shape
-    if d_model % n_heads:
-        raise ValueError(f"d_model = {d_model} must be divisible by n_heads = {n_heads}")
+    require_heads(d_model, n_heads)
     # (B, T, d_model) -> (B, T, n_heads, d_k) -> (B, n_heads, T, d_k)
     return x.reshape(batch, length, n_heads, d_model // n_heads).transpose(1, 2)
 
@@ -67,12 +65,8 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, bias: bool = True):
         super().__init__()
-        require_int(d_model, "d_model")
-        require_int(n_heads, "n_heads")
-        if d_model % n_heads:
-            raise ValueError(f"d_model = {d_model} must be divisible by n_heads = {n_heads}: "
-                             f"each head gets d_k = d_model / n_heads features")
-        self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
+        d_k = require_heads(d_model, n_heads)
+        self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_k
         self.w_q = nn.Linear(d_model, d_model, bias=bias)  # W^Q, all heads side by side
         self.w_k = nn.Linear(d_model, d_model, bias=bias)  # W^K
         self.w_v = nn.Linear(d_model, d_model, bias=bias)  # W^V

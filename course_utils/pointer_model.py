@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from course_utils._checks import (
     require_choice,
     require_float_tensor,
+    require_heads,
     require_ids,
     require_int,
     require_positive_number,
@@ -68,14 +69,10 @@ class PointerConfig:
         require_int(self.vocab_size, "vocab_size", low=2)
         require_int(self.n_symbols, "n_symbols", low=2, high=self.vocab_size)
         require_int(self.n_positions, "n_positions")
-        require_int(self.d_model, "d_model")
-        require_int(self.n_heads, "n_heads")
+        require_heads(self.d_model, self.n_heads)
         require_int(self.d_ff, "d_ff")
         require_int(self.n_layers, "n_layers")
         require_choice(self.positions, "positions", POSITIONS)
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model = {self.d_model} must be divisible by n_heads = "
-                             f"{self.n_heads}: each head gets d_k = d_model / n_heads features")
 
 
 def config_for(data: PointerData, **fields) -> PointerConfig:

@@ -207,17 +207,18 @@ def encode(embedding: nn.Embedding, rnn: nn.GRU, src: torch.Tensor, lengths: tor
 class Encoder(nn.Module):
     """Embedding + one-layer GRU over the source; see `encode`."""
 
-    def __init__(self, cfg: Seq2SeqConfig):
+    def __init__(self, config: Seq2SeqConfig):
         super().__init__()
-        self.cfg = cfg
-        self.embedding = nn.Embedding(cfg.src_vocab_size, cfg.d_emb, padding_idx=PAD_ID)
-        self.rnn = nn.GRU(cfg.d_emb, cfg.d_h, batch_first=True, bidirectional=cfg.bidirectional)
+        self.config = config
+        self.embedding = nn.Embedding(config.src_vocab_size, config.d_emb, padding_idx=PAD_ID)
+        self.rnn = nn.GRU(config.d_emb, config.d_h, batch_first=True,
+                          bidirectional=config.bidirectional)
 
     def forward(self, src: torch.Tensor, lengths: torch.Tensor) -> EncoderOutput:
         """src (B, S), lengths (B,) -> EncoderOutput(states (B, S, d_enc), final (B, d_enc),
         mask (B, S))."""
-        return encode(self.embedding, self.rnn, src, lengths, reverse=self.cfg.reverse_source,
-                      bidirectional=self.cfg.bidirectional)
+        return encode(self.embedding, self.rnn, src, lengths, reverse=self.config.reverse_source,
+                      bidirectional=self.config.bidirectional)
 
 
 def initial_state(enc: EncoderOutput, w_init: nn.Linear | None) -> torch.Tensor:
@@ -298,14 +299,15 @@ class Decoder(nn.Module):
     W_init (`w_init`, as the attention decoder does); otherwise s_0 = h_S.
     """
 
-    def __init__(self, cfg: Seq2SeqConfig):
+    def __init__(self, config: Seq2SeqConfig):
         super().__init__()
-        self.cfg = cfg
-        self.embedding = nn.Embedding(cfg.tgt_vocab_size, cfg.d_emb, padding_idx=PAD_ID)
-        extra = cfg.d_enc if cfg.feed_final else 0
-        self.rnn = nn.GRU(cfg.d_emb + extra, cfg.d_h, batch_first=True)
-        self.w_init = nn.Linear(cfg.d_enc, cfg.d_h) if cfg.bidirectional else None
-        self.out = nn.Linear(cfg.d_h, cfg.tgt_vocab_size)  # W_o (n_vocab, d_h), b_o (n_vocab,)
+        self.config = config
+        self.embedding = nn.Embedding(config.tgt_vocab_size, config.d_emb, padding_idx=PAD_ID)
+        extra = config.d_enc if config.feed_final else 0
+        self.rnn = nn.GRU(config.d_emb + extra, config.d_h, batch_first=True)
+        self.w_init = nn.Linear(config.d_enc, config.d_h) if config.bidirectional else None
+        # W_o (n_vocab, d_h), b_o (n_vocab,)
+        self.out = nn.Linear(config.d_h, config.tgt_vocab_size)
 
     def init_state(self, enc: EncoderOutput) -> torch.Tensor:
         """s_0 (B, d_h): h_S, or tanh(W_init [fwd h_S; bwd h_1] + b_init) when bidirectional."""
@@ -315,7 +317,7 @@ class Decoder(nn.Module):
         """Teacher forcing: tgt_in (B, T) = <start> y_1 .. y_{T-1} -> logits (B, T, n_vocab)."""
         require_ids(tgt_in, "tgt_in", "(B, T)", 2)
         x = self.embedding(tgt_in)  # (B, T) -> (B, T, d_emb)
-        if self.cfg.feed_final:
+        if self.config.feed_final:
             c = enc.final.unsqueeze(1).expand(-1, tgt_in.shape[1], -1)  # (B, T, d_enc)
             x = torch.cat([x, c], dim=2)  # (B, T, d_emb + d_enc)
         s0 = self.init_state(enc).unsqueeze(0)  # (B, d_h) -> (1, B, d_h), nn.GRU's layout
@@ -325,7 +327,7 @@ class Decoder(nn.Module):
     def step(self, y_prev: torch.Tensor, s_prev: torch.Tensor, enc: EncoderOutput
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """One step: y_prev (B,), s_prev (B, d_h) -> (logits (B, n_vocab), s (B, d_h), None)."""
-        extra = enc.final if self.cfg.feed_final else None  # (B, d_enc) or None
+        extra = enc.final if self.config.feed_final else None  # (B, d_enc) or None
         logits, s = decoder_step(self.embedding, self.rnn, self.out, y_prev, s_prev, extra)
         return logits, s, None
 

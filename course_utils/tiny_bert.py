@@ -246,9 +246,9 @@ def pretrain(model: BertForPretraining, tokenizer: WordPiece, stories, *,
     history.metrics["mlm_accuracy"], ["nsp_accuracy"]. The model is in eval mode after."""
     _require_pretraining_model(model)
     tokenizer = _cached(tokenizer)
-    if len(tokenizer) != model.cfg.vocab_size:
+    if len(tokenizer) != model.config.vocab_size:
         raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but the model's "
-                         f"vocab_size is {model.cfg.vocab_size}: build the model with "
+                         f"vocab_size is {model.config.vocab_size}: build the model with "
                          f"tiny_config(tokenizer)")
     steps = require_int(steps, "steps")
     batch_size = require_int(batch_size, "batch_size")
@@ -345,9 +345,9 @@ def save_tiny_bert(model: BertForPretraining, tokenizer: WordPiece, path, seed: 
     data_fingerprint(tokenizer, seed), the torch version and the `measured` numbers (e.g.
     nsp_accuracy=0.77) as its metadata."""
     _require_pretraining_model(model)
-    if len(tokenizer) != model.cfg.vocab_size:
+    if len(tokenizer) != model.config.vocab_size:
         raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but the model's "
-                         f"vocab_size is {model.cfg.vocab_size}")
+                         f"vocab_size is {model.config.vocab_size}")
     metadata = {"recipe": json.dumps(recipe(seed), sort_keys=True), "torch": torch.__version__,
                 **data_fingerprint(tokenizer, seed)}
     for name, value in measured.items():
@@ -553,7 +553,7 @@ class BertClassifier(nn.Module):
         require_fraction(dropout, "dropout", "a probability")
         self.bert = bert
         self.dropout = nn.Dropout(dropout)
-        self.head = nn.Linear(bert.cfg.d_model, n_classes)
+        self.head = nn.Linear(bert.config.d_model, n_classes)
         nn.init.normal_(self.head.weight, std=0.02)
         nn.init.zeros_(self.head.bias)
 

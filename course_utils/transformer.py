@@ -36,6 +36,7 @@ from course_utils._checks import (
     require_bool,
     require_choice,
     require_float_tensor,
+    require_heads,
     require_ids,
     require_int,
     require_number_in,
@@ -107,13 +108,10 @@ class FeedForward(nn.Module):
 
 
 def _check_layer_sizes(d_model, n_heads, d_ff, dropout, norm_first):
-    require_int(d_model, "d_model")
-    require_int(n_heads, "n_heads")
+    require_heads(d_model, n_heads)
     require_int(d_ff, "d_ff")
     require_number_in(dropout, "dropout", 0.0, 1.0, "a probability")
     require_bool(norm_first, "norm_first")
-    if d_model % n_heads:
-        raise ValueError(f"d_model = {d_model} must be divisible by n_heads = {n_heads}")
 
 
 class EncoderLayer(nn.Module):
@@ -310,37 +308,37 @@ class Transformer(nn.Module):
     (teacher forcing), `loss`, `translate` (greedy decoding), so that `translator.train` and
     `translator.evaluate` work on it unchanged."""
 
-    def __init__(self, cfg: TransformerConfig):
+    def __init__(self, config: TransformerConfig):
         super().__init__()
-        if not isinstance(cfg, TransformerConfig):
-            raise ValueError(f"cfg must be a TransformerConfig; got {type(cfg).__name__}")
-        self.cfg = cfg
-        d = cfg.d_model
-        layer = dict(d_model=d, n_heads=cfg.n_heads, d_ff=cfg.d_ff, dropout=cfg.dropout,
-                     norm_first=cfg.norm_first)
-        self.src_embed = nn.Embedding(cfg.src_vocab_size, d)
-        self.tgt_embed = nn.Embedding(cfg.tgt_vocab_size, d)
+        if not isinstance(config, TransformerConfig):
+            raise ValueError(f"config must be a TransformerConfig; got {type(config).__name__}")
+        self.config = config
+        d = config.d_model
+        layer = dict(d_model=d, n_heads=config.n_heads, d_ff=config.d_ff, dropout=config.dropout,
+                     norm_first=config.norm_first)
+        self.src_embed = nn.Embedding(config.src_vocab_size, d)
+        self.tgt_embed = nn.Embedding(config.tgt_vocab_size, d)
         for embedding in (self.src_embed, self.tgt_embed):
             # std d^-1/2, so that E x sqrt(d_model) has entries of size 1, like the positional
             # encoding; PyTorch's default std 1 would drown the positions by sqrt(d_model)
             nn.init.normal_(embedding.weight, std=d ** -0.5)
-        self.register_buffer("positions", sinusoidal_encoding(cfg.max_positions, d),
+        self.register_buffer("positions", sinusoidal_encoding(config.max_positions, d),
                              persistent=False)  # (max_positions, d_model)
-        self.encoder = nn.ModuleList(EncoderLayer(**layer) for _ in range(cfg.n_layers))
-        self.decoder = nn.ModuleList(DecoderLayer(**layer) for _ in range(cfg.n_layers))
+        self.encoder = nn.ModuleList(EncoderLayer(**layer) for _ in range(config.n_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(**layer) for _ in range(config.n_layers))
         # pre-LN leaves the residual stream unnormalised: one LayerNorm closes each stack
-        final = nn.LayerNorm if cfg.norm_first else nn.Identity
+        final = nn.LayerNorm if config.norm_first else nn.Identity
         self.encoder_norm, self.decoder_norm = final(d), final(d)
-        self.out = nn.Linear(d, cfg.tgt_vocab_size)
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.out = nn.Linear(d, config.tgt_vocab_size)
+        self.dropout = nn.Dropout(config.dropout)
 
     def _embed(self, embedding: nn.Embedding, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
         """ids (B, T) -> E ids sqrt(d_model) + PE[start : start + T]: (B, T, d_model)."""
         end = start + ids.shape[1]
-        if end > self.cfg.max_positions:
+        if end > self.config.max_positions:
             raise ValueError(f"a sequence of {end} tokens is longer than max_positions = "
-                             f"{self.cfg.max_positions}")
-        x = embedding(ids) * math.sqrt(self.cfg.d_model)  # (B, T, d_model)
+                             f"{self.config.max_positions}")
+        x = embedding(ids) * math.sqrt(self.config.d_model)  # (B, T, d_model)
         return self.dropout(x + self.positions[start:end])  # (T, d_model) broadcast over B
 
     def encode(self, src: torch.Tensor, lengths: torch.Tensor, return_weights: bool = False):
@@ -415,5 +413,5 @@ class Transformer(nn.Module):
                  "cache": [KVCache() for _ in self.decoder] if use_cache else None,
                  "prefix": torch.empty(batch, 0, dtype=torch.long, device=src.device)}
         return greedy_decode(self.step, state, batch, start_id=start_id, end_id=end_id,
-                             max_len=self.cfg.max_len if max_len is None else max_len)
+                             max_len=self.config.max_len if max_len is None else max_len)
 

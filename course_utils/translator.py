@@ -39,17 +39,18 @@ __all__ = ["Seq2Seq", "attention_scores", "evaluate", "seconds_per_step", "train
 class Seq2Seq(nn.Module):
     """Encoder + decoder. `forward` is teacher forcing, `translate` greedy decoding."""
 
-    def __init__(self, cfg: Seq2SeqConfig, decoder: nn.Module | None = None):
+    def __init__(self, config: Seq2SeqConfig, decoder: nn.Module | None = None):
         super().__init__()
-        if not isinstance(cfg, Seq2SeqConfig):
-            raise ValueError(f"cfg must be a Seq2SeqConfig; got {type(cfg).__name__}")
-        self.cfg = cfg
-        self.encoder = Encoder(cfg)
+        if not isinstance(config, Seq2SeqConfig):
+            raise ValueError(f"config must be a Seq2SeqConfig; got {type(config).__name__}")
+        self.config = config
+        self.encoder = Encoder(config)
         if decoder is None:
-            if cfg.attention is None:
-                decoder = Decoder(cfg)
+            if config.attention is None:
+                decoder = Decoder(config)
             else:
-                decoder = LuongDecoder(cfg) if cfg.decoder == "luong" else AttentionDecoder(cfg)
+                decoder = (LuongDecoder(config) if config.decoder == "luong"
+                           else AttentionDecoder(config))
         self.decoder = decoder
 
     def forward(self, src, lengths, tgt_in) -> torch.Tensor:
@@ -68,7 +69,7 @@ class Seq2Seq(nn.Module):
         enc = self.encoder(src, lengths)
         s0 = self.decoder.init_state(enc)  # (B, d_h)
         return greedy_decode(lambda y, s: self.decoder.step(y, s, enc), s0, src.shape[0],
-                             max_len=self.cfg.max_len if max_len is None else max_len,
+                             max_len=self.config.max_len if max_len is None else max_len,
                              return_weights=return_weights)
 
 
@@ -108,10 +109,10 @@ def evaluate(model: Seq2Seq, data, batch_size: int = 1000) -> torch.Tensor:
     """Exact match of greedy decoding for every example of `data` (a TranslationBatch):
     (N,) bool, in the order of `data`."""
     longest = data.tgt.shape[1] - 1  # y_1 .. y_n <end>, without <start>
-    cfg = getattr(model, "cfg", None)
-    if cfg is not None and longest > cfg.max_len:
+    config = getattr(model, "config", None)
+    if config is not None and longest > config.max_len:
         raise ValueError(f"the longest target has {longest} tokens (with <end>) but greedy "
-                         f"decoding stops after max_len = {cfg.max_len}: raise "
+                         f"decoding stops after max_len = {config.max_len}: raise "
                          f"Seq2SeqConfig.max_len to at least {longest}")
     model.eval()
     correct = []

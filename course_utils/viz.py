@@ -40,6 +40,7 @@ from matplotlib.ticker import PercentFormatter
 from course_utils._checks import (
     require_choice,
     require_fraction,
+    require_heads,
     require_int,
     require_labels,
     require_matrix,
@@ -479,11 +480,8 @@ def multihead_diagram(n_positions: int = 4, d_model: int = 6, n_heads: int = 2,
     "$W^O$", "head 0", ...). Returns the Axes.
     """
     length = require_int(n_positions, "n_positions")
-    d_model = require_int(d_model, "d_model")
     n_heads = require_int(n_heads, "n_heads", high=len(_HEAD_COLOURS))
-    if d_model % n_heads:
-        raise ValueError(f"d_model = {d_model} must be divisible by n_heads = {n_heads}")
-    d_k = d_model // n_heads
+    d_k = require_heads(d_model, n_heads)
     colours = [_HEAD_COLOURS[i] for i in range(n_heads)]
     if ax is None:
         _, ax = plt.subplots(figsize=(13.5, 1.6 + 1.5 * max(n_heads, 2.6)))
@@ -545,11 +543,8 @@ def split_heads_diagram(n_positions: int = 4, d_model: int = 6, n_heads: int = 2
     Each cell's label is a text of `ax.texts`. Returns the Axes.
     """
     length = require_int(n_positions, "n_positions")
-    d_model = require_int(d_model, "d_model")
     n_heads = require_int(n_heads, "n_heads", high=len(_HEAD_COLOURS))
-    if d_model % n_heads:
-        raise ValueError(f"d_model = {d_model} must be divisible by n_heads = {n_heads}")
-    d_k = d_model // n_heads
+    d_k = require_heads(d_model, n_heads)
     if ax is None:
         _, ax = plt.subplots(figsize=(2.0 + 0.5 * (d_model + n_heads * (d_k + 1.4)),
                                       1.0 + 0.5 * length))

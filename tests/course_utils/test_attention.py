@@ -726,10 +726,10 @@ BAD_INPUT = [
                  r"query must have 1 dimension\(s\), shape \(d_k,\); got shape \(1, 4\)",
                  id="lookup-query-2d"),
     pytest.param(lambda: A.soft_lookup(Q[0], K[0], V),
-                 r"keys must have 2 dimension\(s\), shape \(n, d_k\); got shape \(4,\)",
+                 r"keys must have 2 dimension\(s\), shape \(T_k, d_k\); got shape \(4,\)",
                  id="lookup-keys-1d"),
     pytest.param(lambda: A.soft_lookup(Q[0], K, V[None]),
-                 r"values must have 2 dimension\(s\), shape \(n, d_v\); got shape \(1, 5, 6\)",
+                 r"values must have 2 dimension\(s\), shape \(T_k, d_v\); got shape \(1, 5, 6\)",
                  id="lookup-values-3d"),
     pytest.param(lambda: A.soft_lookup(Q[0], K, V[:4]),
                  r"keys \(5, 4\) expects values \(5, d_v\); got values \(4, 6\)",
@@ -858,5 +858,5 @@ def test_nan_errors_name_the_argument_the_caller_passed():
         A.scaled_dot_product_attention(with_value(Q, (0, 0), NAN), K, V)
     with pytest.raises(ValueError, match=r"scores contains NaN"):
         A.masked_softmax(with_value(S, (0, 0), NAN))
-    with pytest.raises(ValueError, match=r"keys must be \(n, 4\); got keys \(5, 3\)"):
+    with pytest.raises(ValueError, match=r"keys must be \(T_k, 4\); got keys \(5, 3\)"):
         A.soft_lookup(Q[0], randn(5, 3), V)

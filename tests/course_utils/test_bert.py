@@ -102,7 +102,7 @@ def test_minilm_equals_transformers_in_float64(hf_minilm, tokenizer):
 def test_minilm_files_and_config(minilm):
     files = minilm_files()
     assert files.weights.suffix == ".safetensors" and files.vocab.name == "vocab.txt"
-    cfg = minilm.cfg
+    cfg = minilm.config
     assert (cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.vocab_size) == (6, 384, 12, 30522)
     assert not minilm.training
     assert count_parameters(minilm) == bert_parameters(cfg) == 22_713_216
@@ -170,7 +170,7 @@ def test_loader_names_missing_unexpected_and_misshapen_weights():
 
 def test_loader_accepts_the_bert_prefix_of_pretraining_checkpoints():
     ours, hf = random_pair()
-    fresh = Bert(ours.cfg).to(torch.float64)
+    fresh = Bert(ours.config).to(torch.float64)
     state_from_hf(fresh, {"bert." + k: v for k, v in hf.state_dict().items()})
     for (name, a), b in zip(fresh.state_dict().items(), ours.state_dict().values(), strict=True):
         assert torch.equal(a, b), name

@@ -236,39 +236,22 @@ def test_get_batch_and_perplexity_of_a_uniform_model():
 # --------------------------------------------------------------------------- training
 
 
-LECTURE_SETTINGS = {"d_emb": 32, "n_ctx": 8}  # as in lecture 01
-TRAIN_SETTINGS = {"n_steps": 800, "batch_size": 32, "seq_len": 32, "lr": 0.01}
-MODELS = {
-    "bigram": {"pooling": "none"},
-    "mean": {"pooling": "mean"},
-    "position only": {"pooling": "position"},
-    "attention (feed-forward + positions)": {"pooling": "attention", "score": "feedforward",
-                                             "positions": True},
-}
-
-
-@pytest.fixture(scope="module")
-def trained():
-    """Lecture 01's settings on the default corpus: held-out perplexity and history of each."""
+def test_training_lowers_the_loss():
+    """A short run on the real corpus learns (lecture 01 trains its models in full, and
+    tests/notebooks/test_lectures.py checks its claims about them: which bag wins, by how
+    much; retraining them here would only repeat that work)."""
     from course_utils import seed_everything
     from course_utils.data.corpus import load_corpus
 
     corpus = load_corpus()
-    result = {}
-    for name, kwargs in MODELS.items():
-        generator = seed_everything(0)
-        model = bow.BagOfWordsLM(bow.BowConfig(len(corpus.vocab), **LECTURE_SETTINGS, **kwargs))
-        history = bow.train_lm(model, corpus.train_ids, generator=generator, progress=False,
-                               **TRAIN_SETTINGS)
-        result[name] = (bow.perplexity(model, corpus.heldout_ids), history)
-    return result
-
-
-def test_training_lowers_the_loss(trained):
-    ppl, history = trained["mean"]
+    generator = seed_everything(0)
+    model = bow.BagOfWordsLM(bow.BowConfig(len(corpus.vocab), d_emb=16, n_ctx=4,
+                                           pooling="mean"))
+    history = bow.train_lm(model, corpus.train_ids, n_steps=120, batch_size=16, seq_len=16,
+                           lr=0.01, generator=generator, progress=False)
     losses = history.loss
-    assert len(losses) == 800 and sum(losses[-50:]) < sum(losses[:50]) - 50 * 1.0
-    assert math.isfinite(ppl)
+    assert len(losses) == 120 and sum(losses[-20:]) < sum(losses[:20]) - 20 * 1.0
+    assert math.isfinite(bow.perplexity(model, corpus.heldout_ids[:2000]))
 
 
 def test_training_is_deterministic():
@@ -312,16 +295,6 @@ def test_train_lm_is_fit_with_random_stretches_and_held_out_perplexity():
         bow.train_lm(model, text, n_steps=2, eval_every=5, progress=False)
     with pytest.raises(ValueError, match="n_steps must be a positive int"):
         bow.train_lm(model, text, n_steps=0, progress=False)
-
-
-def test_attention_beats_the_mean_bag_of_words_on_held_out_text(trained):
-    """The claim of lecture 01: the bag helps over the bigram, and attention whose scores see
-    the words and their slots beats the mean bag by a clear margin and also beats fixed
-    per-slot weights (so the weights' dependence on the context is worth something)."""
-    ppl = {name: value for name, (value, _) in trained.items()}
-    assert ppl["mean"] < ppl["bigram"] * 0.97, ppl
-    assert ppl["attention (feed-forward + positions)"] < ppl["mean"] * 0.97, ppl
-    assert ppl["attention (feed-forward + positions)"] < ppl["position only"] * 0.995, ppl
 
 
 def test_position_options():

@@ -226,5 +226,5 @@ def test_beam_decode_refuses_a_step_with_the_wrong_number_of_rows():
     def step(y, state):
         return torch.zeros(1, 7), state  # one row, whatever the beam
 
-    with pytest.raises(ValueError, match=r"\(4, V\)"):
+    with pytest.raises(ValueError, match=r"\(4, n_vocab\)"):
         beam_decode(step, None, 2, 2, max_len=3, reorder=lambda s, r: s)

@@ -277,7 +277,8 @@ def test_padded_cross_entropy_rejects_bad_inputs():
         padded_cross_entropy(logits, torch.zeros_like(targets))
     with pytest.raises(ValueError, match=r"targets must have shape \(3, 5\)"):
         padded_cross_entropy(logits, targets[:, :4])
-    with pytest.raises(ValueError, match=r"logits must be a floating-point tensor .*\(B, T, V\)"):
+    with pytest.raises(ValueError,
+                       match=r"logits must be a floating-point tensor .*\(B, T, n_vocab\)"):
         padded_cross_entropy(logits.long(), targets)
     with pytest.raises(ValueError, match=r"targets must have dtype torch.int64"):
         padded_cross_entropy(logits, targets.float())
@@ -348,9 +349,9 @@ def test_greedy_decode_rejects_bad_arguments():
     for bad in (0, True, 1.0):
         with pytest.raises(ValueError, match="batch_size must be a positive int"):
             greedy_decode(step, 0, bad, max_len=3)
-    with pytest.raises(ValueError, match=r"logits of shape \(2, V\)"):
+    with pytest.raises(ValueError, match=r"logits of shape \(2, n_vocab\)"):
         greedy_decode(lambda y, s: (torch.zeros(1, 5), s), 0, 2, max_len=3)  # one row only
-    with pytest.raises(ValueError, match=r"logits of shape \(2, V\)"):
+    with pytest.raises(ValueError, match=r"logits of shape \(2, n_vocab\)"):
         greedy_decode(lambda y, s: (torch.zeros(2), s), 0, 2, max_len=3)  # no vocabulary axis
 
 

@@ -369,7 +369,7 @@ def test_bad_decoder_inputs_raise_naming_the_expected_shape():
         model.decoder.attention(s, enc.states, enc.mask[:, :5])
     with pytest.raises(ValueError, match=r"score must be one of"):
         Attention("general", D_H, D_H, 4)
-    with pytest.raises(ValueError, match=r"needs cfg.attention"):
+    with pytest.raises(ValueError, match=r"needs config.attention"):
         AttentionDecoder(Seq2SeqConfig(V_SRC, V_TGT, d_emb=D_EMB, d_h=D_H))
 
 

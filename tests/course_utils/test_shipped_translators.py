@@ -40,7 +40,7 @@ def test_the_file_holds_todays_recipe_data_and_every_shipped_variant(task):
 def test_each_shipped_model_translates_as_the_lectures_say(task, test_data, name, floor):
     model, history = unit03.load(name, task)
     assert not model.training
-    assert model.cfg == unit03.build(task, name).cfg
+    assert model.config == unit03.build(task, name).config
     exact = float(evaluate(model, test_data).float().mean())
     assert exact >= floor
     # what the file says it measured, up to a few pairs that another CPU may decode otherwise
@@ -52,7 +52,7 @@ def test_each_shipped_model_translates_as_the_lectures_say(task, test_data, name
 
 
 def test_the_variants_differ_in_the_one_thing_they_name(task):
-    configs = {name: unit03.build(task, name).cfg for name in unit03.VARIANTS}
+    configs = {name: unit03.build(task, name).config for name in unit03.VARIANTS}
     base = configs["attention"]
     assert configs["no attention"].attention is None
     assert configs["attention, forward encoder"].bidirectional is False
@@ -122,7 +122,7 @@ def test_write_and_load_round_trip_and_refusals(task, tmp_path, monkeypatch):
 
 def test_seconds_per_step_times_a_copy_and_leaves_the_model_alone(task):
     batch = translation.make_batch(task.train[:16], task.src_vocab, task.tgt_vocab)
-    for model in (Seq2Seq(unit03.build(task, "attention").cfg),
+    for model in (Seq2Seq(unit03.build(task, "attention").config),
                   Transformer(config_for(task, d_model=16, n_heads=2, d_ff=32, n_layers=1))):
         before = {k: v.clone() for k, v in model.state_dict().items()}
         seconds = seconds_per_step(model.eval(), batch, repeats=2)

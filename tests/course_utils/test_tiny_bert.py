@@ -186,7 +186,7 @@ def test_pretrained_tiny_bert_is_the_recipe_run_step_by_step(tok):
     model, tokenizer, history = pretrained_tiny_bert(seed=1, progress=False, **settings)
     assert isinstance(model, BertForPretraining) and not model.training
     assert tokenizer.tokens == story_tokenizer(seed=1).tokens
-    assert len(history.loss) == 4 and model.cfg.d_model == 32
+    assert len(history.loss) == 4 and model.config.d_model == 32
     torch.manual_seed(1)
     manual = BertForPretraining(tiny_config(tokenizer, **SMALL))
     pretrain(manual, tokenizer, make_stories(60, seed=1), steps=4, batch_size=8,
@@ -308,7 +308,7 @@ def test_the_shipped_weights_are_todays_recipe_and_learnt_it(tok):
     assert {k: metadata[k] for k in ("vocab_sha256", "data_sha256")} == data_fingerprint(tok)
     model, tokenizer = load_tiny_bert()
     assert not model.training and tokenizer.tokens == tok.tokens
-    assert model.cfg == tiny_config(tok)
+    assert model.config == tiny_config(tok)
     held = nsp_pairs(make_stories(500, seed=1), 1000, seed=1)  # lecture 07's held-out pairs
     mlm, nsp = mlm_accuracy(model, tok, held), nsp_accuracy(model, tok, held)
     assert mlm > 2 * unigram_accuracy(tok, make_stories(PRETRAINING["n_stories"]), held)

@@ -291,7 +291,7 @@ def test_translate_stops_each_row_at_its_end_and_pads_after(trained, task):
     for row in ids.tolist():
         if END_ID in row:
             assert all(t == PAD_ID for t in row[row.index(END_ID) + 1:])
-    assert ids.shape[1] <= trained.cfg.max_len
+    assert ids.shape[1] <= trained.config.max_len
     short = trained.translate(data.src, data.src_lengths, max_len=2)
     assert short.shape[1] <= 2
 

@@ -446,7 +446,7 @@ def test_transformer_diagram_draws_the_whole_model_from_the_ids_to_the_softmax()
     for label in ("input embedding × √d_model", "output embedding × √d_model",
                   "multi-head self-attention", "masked multi-head\nself-attention",
                   "multi-head\ncross-attention", "position-wise feed-forward",
-                  "memory  (B, S, d_model)", "linear  d_model → V", "softmax"):
+                  "memory  (B, S, d_model)", "linear  d_model → n_vocab", "softmax"):
         assert label in labels, label
     assert labels.count("+ positional encoding") == 2      # source and target
     assert labels.count("position-wise feed-forward") == 2  # one in each layer
@@ -455,7 +455,7 @@ def test_transformer_diagram_draws_the_whole_model_from_the_ids_to_the_softmax()
     # from the bottom up: ids, embedding, positions, the layer, linear, softmax
     assert (height["output embedding × √d_model"] < height["+ positional encoding"]
             < height["masked multi-head\nself-attention"] < height["multi-head\ncross-attention"]
-            < height["linear  d_model → V"] < height["softmax"])
+            < height["linear  d_model → n_vocab"] < height["softmax"])
     assert ax.get_title().startswith("The Transformer")
     _, mine = plt.subplots()
     assert transformer_diagram(ax=mine, title="mine") is mine and mine.get_title() == "mine"
