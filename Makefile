@@ -22,11 +22,12 @@ LAB_ARGS ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lab test lectures tiny-bert translators release student-edition autograde report sandbox browser feedback bench bench-autograde lock clean
+.PHONY: help setup lab test check lectures tiny-bert translators release student-edition autograde report sandbox browser feedback bench bench-autograde lock clean
 
 help:
 	@echo "make lab        set up (if needed) and open JupyterLab on the course"
 	@echo "make test       set up (if needed) and run the whole test suite"
+	@echo "make check      the edit loop: lint and the unit tests (no notebooks; under 2 minutes)"
 	@echo "make lectures   re-execute the lecture notebooks in place (outputs are kept)"
 	@echo "make tiny-bert  pretrain unit 07's tiny BERT and write the weights unit 08 reads"
 	@echo "                (course_utils/data/tiny_bert.safetensors; about a minute)"
@@ -89,10 +90,24 @@ lab: $(STAMP)
 # Lectures are checked by tests/notebooks/test_lectures.py: each runs under nbval on this CPU's native
 # PyTorch code path and on the portable one (ATEN_CPU_CAPABILITY=default), exact outputs
 # strictly, results of training within bands. Solutions run under nbval here directly.
+# Two workers (pytest-xdist), a test file (a notebook) per worker at a time: the lectures'
+# two pinned runs use both cores while the other worker's tests mostly wait on kernels,
+# sandboxes and servers. The durations of every test go to .pytest-durations.xml (make bench
+# prints the slowest).
+TEST_WORKERS ?= 2
 test: $(STAMP) sandbox browser hub-proxy
 	$(BIN)/python -m pytest --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg \
+		-n $(TEST_WORKERS) --dist loadfile --junitxml=.pytest-durations.xml \
 		tests solutions $(PYTEST_ARGS)
+
+# The edit loop: lint, and the unit tests of course_utils and of the grader's pure parts
+# (no lecture, no notebook run, no browser, no sandbox, no server).
+CHECK_TESTS := tests/test_lint.py tests/test_notation.py tests/test_packaging.py \
+	tests/course_utils tests/course_grader/test_flags.py tests/course_grader/test_report.py \
+	tests/course_grader/test_sanitize.py
+check: $(STAMP)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(CHECK_TESTS) $(PYTEST_ARGS)
 
 # Lectures are stored executed; re-run this after editing one. No timing metadata and no
 # widget state (random model ids) is recorded, so an unchanged lecture gives an unchanged file.
