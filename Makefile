@@ -242,6 +242,7 @@ feedback: $(STAMP)
 
 # On a quiet machine: the timing claims of the lectures are asserted here, not in make test.
 bench: $(STAMP)
+	$(BIN)/python .ci/slowest_tests.py --top 15
 	$(BIN)/python .ci/benchmark_notebooks.py
 	$(BIN)/python .ci/benchmark_attention.py
 	COURSE_TIMING_CLAIMS=1 $(BIN)/python -m pytest -q -p no:cacheprovider -rP \
