@@ -31,8 +31,8 @@ help:
 	@echo "make lectures   re-execute the lecture notebooks in place (outputs are kept)"
 	@echo "make tiny-bert  pretrain unit 07's tiny BERT and write the weights unit 08 reads"
 	@echo "                (course_utils/data/tiny_bert.safetensors; about a minute)"
-	@echo "make translators  train unit 03's shipped translators, which lectures 03 and 06 read"
-	@echo "                (course_utils/data/translators.safetensors; about a minute)"
+	@echo "make translators  train the translators that lectures 03, 04 and 06 read"
+	@echo "                (course_utils/data/translators.safetensors, score_functions.safetensors)"
 	@echo "make release    regenerate exercises/ from solutions/ with nbgrader"
 	@echo "make student-edition  build what students receive: dist/student/ and its zip"
 	@echo "make autograde  grade every submission in submitted/<student>/<unit>/ in the sandbox"
@@ -138,8 +138,9 @@ tiny-bert: $(STAMP)
 
 # One thread, as lecture 03 trains: the same machine then gives the weights it would train.
 translators: $(STAMP)
-	$(BIN)/python -c "import torch; torch.set_num_threads(1); from course_utils.shipped_translators \
-		import write_shipped; print(write_shipped())"
+	$(BIN)/python -c "import torch; torch.set_num_threads(1); \
+		from course_utils.shipped_translators import RECIPES, write_shipped; \
+		[print(unit, write_shipped(recipe=recipe)) for unit, recipe in RECIPES.items()]"
 
 release: $(STAMP)
 	@for unit in $(UNITS); do \

@@ -28,9 +28,9 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
                       hit_rate          -> multihead, positional, training, data.pointer
     translator        units 02-04: Seq2Seq (encoder + either decoder), train, evaluate,
                       seconds_per_step          -> seq2seq, attention_decoder, training
-    shipped_translators  unit 03's recipe and variants, trained once (`make translators`)
-                      and shipped in data/translators.safetensors: train_variant, load
-                      (lectures 03 and 06 read them)       -> translator, data.translation
+    shipped_translators  units 03 and 04's recipes and variants, trained once (`make
+                      translators`) and shipped in data/: train_variant, load (lectures 03,
+                      04 and 06 read them)                 -> translator, data.translation
     transformer       unit 06: masks, FeedForward, EncoderLayer, DecoderLayer, KVCache,
                       TransformerConfig, Transformer             -> multihead, positional, seq2seq
     decoding          unit 06: beam search (Wu et al.'s length penalty), temperature and top-k

@@ -1,20 +1,22 @@
-"""Unit 03's translators, trained once with the unit's recipe and shipped with the package.
+"""The translators of units 03 and 04, trained once with their unit's recipe and shipped.
 
 Lecture 03 trains its baseline and its attention model in front of the reader; the models it
 compares them with (a forward-only encoder, Luong's decoder) and the RNN that lecture 06 sets
 beside the Transformer are the same code on the same data with the same seed, trained once by
-`make translators` and read from course_utils/data/translators.safetensors, so that no
-lecture spends minutes repeating a training it has already shown.
+`make translators` and read from course_utils/data/translators.safetensors. Lecture 04 trains
+one of its five score functions and reads the other four from score_functions.safetensors.
+No lecture spends minutes repeating a training it has already shown.
 
-    TASK, SIZES, RECIPE   the data, the sizes and the training recipe of unit 03
-    VARIANTS              name -> what that model changes in SIZES (one thing each)
-    make_task             the unit's 6,000 training and 1,000 held-out pairs
+    Recipe                one unit's task, sizes, training recipe and variants (name -> the
+                          one thing that model changes), the variants it ships and its file
+    UNIT03, UNIT04        the two recipes; TASK, SIZES, RECIPE, VARIANTS are unit 03's
+    make_task             the recipe's 6,000 training and 1,000 held-out pairs
     build                 a fresh Seq2Seq of one variant (weights from the global RNG)
-    train_variant         seed_everything(0), build, train with RECIPE -> (model, History)
-    write_shipped         train SHIPPED_VARIANTS, measure each on the held-out pairs, save
+    train_variant         seed_everything(0), build, train with the recipe -> (model, History)
+    write_shipped         train the shipped variants, measure each on the held-out pairs, save
     load                  -> (model in eval mode, History): refuses a file of another recipe
                           or other data
-    shipped_metadata      what the file says: recipe, data digest, torch, results
+    shipped_metadata      what a file says: recipe, data digest, torch, results
 
 A loaded History holds the loss of every step and the wall time of the run that made the file
 (that machine's, not this one's).
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -36,8 +39,33 @@ from course_utils.seq2seq import config_for
 from course_utils.training import History, seed_everything
 from course_utils.translator import Seq2Seq, evaluate, train
 
-__all__ = ["RECIPE", "SHIPPED", "SHIPPED_VARIANTS", "SIZES", "TASK", "VARIANTS", "build",
-           "load", "make_task", "shipped_metadata", "train_variant", "write_shipped"]
+__all__ = ["RECIPE", "RECIPES", "SHIPPED", "SHIPPED_VARIANTS", "SIZES", "TASK", "UNIT03", "UNIT04",
+           "VARIANTS", "Recipe", "build", "load", "make_task", "shipped_metadata",
+           "train_variant", "write_shipped"]
+
+DATA = Path(__file__).parent / "data"
+SEED = 0
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What decides a unit's shipped translators besides the code. task: the arguments of
+    translation.make_task; sizes: of seq2seq.config_for; training: of translator.train;
+    variants: name -> what that model changes in sizes; shipped: the variants in `path`."""
+
+    unit: str
+    task: dict
+    sizes: dict
+    training: dict
+    variants: dict
+    shipped: tuple
+    path: Path
+
+    def as_dict(self) -> dict:
+        """Everything in the file's metadata that must match today's code."""
+        return {"task": self.task, "sizes": self.sizes, "recipe": self.training,
+                "variants": self.variants, "seed": SEED}
+
 
 TASK = {"n_train": 6000, "n_test": 1000, "seed": 0, "max_numbers": 8}
 SIZES = {"d_emb": 32, "d_h": 64, "bidirectional": True, "max_len": 30}
@@ -49,38 +77,59 @@ VARIANTS = {
     "Luong": {"attention": "multiplicative", "decoder": "luong"},  # general score, input feeding
 }
 SHIPPED_VARIANTS = ("attention", "attention, forward encoder", "Luong")
-SHIPPED = Path(__file__).parent / "data" / "translators.safetensors"
-SEED = 0
+SHIPPED = DATA / "translators.safetensors"
+UNIT03 = Recipe("03", TASK, SIZES, RECIPE, VARIANTS, SHIPPED_VARIANTS, SHIPPED)
+
+# Lecture 04: the unit-03 model with a forward encoder and each score function, on lists of
+# up to six numbers, four epochs; it trains "multiplicative" itself.
+UNIT04 = Recipe(
+    "04", task={"n_train": 6000, "n_test": 1000, "seed": 0, "max_numbers": 6},
+    sizes={"d_emb": 32, "d_h": 64, "bidirectional": False, "max_len": 30},
+    training={"epochs": 4, "batch_size": 128, "lr": 1e-2, "schedule": "linear"},
+    variants={score: {"attention": score}
+              for score in ("additive", "multiplicative", "dot", "scaled_dot", "cosine")},
+    shipped=("additive", "dot", "scaled_dot", "cosine"),
+    path=DATA / "score_functions.safetensors")
+RECIPES = {"03": UNIT03, "04": UNIT04}
 
 
-def make_task() -> translation.TranslationTask:
-    """translation.make_task(**TASK): the pairs of units 03, 04 (its translator) and 06."""
-    return translation.make_task(**TASK)
+def _recipe(recipe) -> Recipe:
+    if not isinstance(recipe, Recipe):
+        raise ValueError(f"recipe must be a Recipe (UNIT03 or UNIT04); got "
+                         f"{type(recipe).__name__}")
+    return recipe
 
 
-def build(task: translation.TranslationTask, name: str) -> Seq2Seq:
-    """A fresh model of variant `name` (SIZES changed by VARIANTS[name]), its initial weights
-    drawn from PyTorch's global generator (train_variant seeds it first)."""
-    require_choice(name, "name", tuple(VARIANTS))
-    return Seq2Seq(config_for(task, **{**SIZES, **VARIANTS[name]}))
+def make_task(recipe: Recipe = UNIT03) -> translation.TranslationTask:
+    """translation.make_task(**recipe.task): unit 03's pairs (also lecture 06's), or unit 04's."""
+    return translation.make_task(**_recipe(recipe).task)
 
 
-def train_variant(task: translation.TranslationTask, name: str, progress: bool = True
-                  ) -> tuple[Seq2Seq, History]:
-    """Build variant `name` and train it on task.train with RECIPE; the batch order comes from
-    the generator that seed_everything(0) returns just before the model is built, so every
-    variant sees the same batches. -> (model, History)."""
+def build(task: translation.TranslationTask, name: str, recipe: Recipe = UNIT03) -> Seq2Seq:
+    """A fresh model of variant `name` (the recipe's sizes changed by variants[name]), its
+    initial weights drawn from PyTorch's global generator (train_variant seeds it first)."""
+    recipe = _recipe(recipe)
+    require_choice(name, "name", tuple(recipe.variants))
+    return Seq2Seq(config_for(task, **{**recipe.sizes, **recipe.variants[name]}))
+
+
+def train_variant(task: translation.TranslationTask, name: str, progress: bool = True,
+                  recipe: Recipe = UNIT03) -> tuple[Seq2Seq, History]:
+    """Build variant `name` and train it on task.train with the recipe's training settings;
+    the batch order comes from the generator that seed_everything(0) returns just before the
+    model is built, so every variant sees the same batches. -> (model, History)."""
+    recipe = _recipe(recipe)
     generator = seed_everything(SEED)
-    model = build(task, name)
+    model = build(task, name, recipe)
     data = translation.make_batch(task.train, task.src_vocab, task.tgt_vocab)
-    history = train(model, data, generator=generator, desc=name, progress=progress, **RECIPE)
+    history = train(model, data, generator=generator, desc=name, progress=progress,
+                    **recipe.training)
     return model, history
 
 
 def recipe() -> dict:
-    """Everything that decides the shipped weights besides the code: task, sizes, recipe,
-    variants and seed."""
-    return {"task": TASK, "sizes": SIZES, "recipe": RECIPE, "variants": VARIANTS, "seed": SEED}
+    """Unit 03's recipe as its file's metadata holds it (UNIT03.as_dict())."""
+    return UNIT03.as_dict()
 
 
 def data_digest(task: translation.TranslationTask) -> str:
@@ -90,25 +139,31 @@ def data_digest(task: translation.TranslationTask) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def write_shipped(path=SHIPPED, names=SHIPPED_VARIANTS, progress: bool = True) -> dict:
-    """Train each variant of `names`, measure its exact match on the held-out pairs, and save
-    them all to one safetensors file at `path` (`make translators`); -> the results."""
-    names = tuple(require_choice(n, "name", tuple(VARIANTS)) for n in names)
-    task = make_task()
+def write_shipped(path=None, names=None, progress: bool = True, recipe: Recipe = UNIT03
+                  ) -> dict:
+    """Train each variant of `names` (by default the recipe's shipped ones), measure its exact
+    match on the held-out pairs, and save them all to one safetensors file at `path` (by
+    default the recipe's: `make translators`); -> the results."""
+    recipe = _recipe(recipe)
+    path = recipe.path if path is None else Path(path)
+    names = recipe.shipped if names is None else tuple(names)
+    names = tuple(require_choice(n, "name", tuple(recipe.variants)) for n in names)
+    task = make_task(recipe)
     test_data = translation.make_batch(task.test, task.src_vocab, task.tgt_vocab)
     tensors, results = {}, {}
     for name in names:
-        model, history = train_variant(task, name, progress=progress)
+        model, history = train_variant(task, name, progress=progress, recipe=recipe)
         for key, value in model.state_dict().items():
             tensors[f"{name}/{key}"] = value.detach().contiguous()
         tensors[f"{name}/.loss"] = torch.tensor(history.loss, dtype=torch.float64)
         results[name] = {"exact_match": round(float(evaluate(model, test_data).float().mean()), 4),
                          "seconds": round(history.seconds, 2),
                          "steps_per_epoch": history.steps_per_epoch}
-    metadata = {"recipe": json.dumps(recipe(), sort_keys=True), "data_sha256": data_digest(task),
-                "torch": torch.__version__, "results": json.dumps(results, sort_keys=True)}
+    metadata = {"recipe": json.dumps(recipe.as_dict(), sort_keys=True),
+                "data_sha256": data_digest(task), "torch": torch.__version__,
+                "results": json.dumps(results, sort_keys=True)}
     save_file(tensors, str(path), metadata)
-    Path(path).chmod(0o644)  # safetensors writes 0600; the file ships to every user
+    path.chmod(0o644)  # safetensors writes 0600; the file ships to every user
     return results
 
 
@@ -128,27 +183,32 @@ def shipped_metadata(path=SHIPPED) -> dict:
                          f"written by shipped_translators.write_shipped") from None
 
 
-def load(name: str, task: translation.TranslationTask | None = None, path=SHIPPED
-         ) -> tuple[Seq2Seq, History]:
+def load(name: str, task: translation.TranslationTask | None = None, path=None,
+         recipe: Recipe = UNIT03) -> tuple[Seq2Seq, History]:
     """-> (model of variant `name` in eval mode, the History of the run that trained it:
     loss per step and wall time on the machine that wrote the file).
 
-    The file must have been written with today's recipe and data, so that its model is the
-    one train_variant(task, name) trains, up to the last digits that another CPU changes."""
+    The file (by default the recipe's) must have been written with today's recipe and data,
+    so that its model is the one train_variant(task, name, recipe=recipe) trains, up to the
+    last digits that another CPU changes."""
+    recipe = _recipe(recipe)
+    path = recipe.path if path is None else Path(path)
     metadata = shipped_metadata(path)
-    if metadata["recipe"] != json.loads(json.dumps(recipe())):
+    today = json.loads(json.dumps(recipe.as_dict()))
+    if metadata["recipe"] != today:
         raise ValueError(f"{path} was trained with the recipe {metadata['recipe']}, but "
-                         f"course_utils.shipped_translators's is now {recipe()}: run "
-                         f"`make translators` to train and write the weights again")
-    task = make_task() if task is None else task
+                         f"unit {recipe.unit}'s is now {today}: run `make translators` to "
+                         f"train and write the weights again")
+    task = make_task(recipe) if task is None else task
     if metadata.get("data_sha256") != data_digest(task):
         raise ValueError(f"{path} was trained on other pairs than make_task() draws now: run "
                          f"`make translators` to train and write the weights again")
     shipped = tuple(metadata["results"])
     if name not in shipped:
         raise ValueError(f"name must be one of the shipped variants {shipped}; got {name!r}"
-                         + (" (train it with train_variant)" if name in VARIANTS else ""))
-    model = Seq2Seq(config_for(task, **{**SIZES, **VARIANTS[name]}))
+                         + (" (train it with train_variant)" if name in recipe.variants
+                            else ""))
+    model = Seq2Seq(config_for(task, **{**recipe.sizes, **recipe.variants[name]}))
     prefix = f"{name}/"
     state = {k[len(prefix):]: v for k, v in load_file(str(path)).items() if k.startswith(prefix)}
     loss = state.pop(".loss", None)
