@@ -233,9 +233,10 @@ class KernelLink:
             grad = torch.is_grad_enabled() and any(
                 isinstance(t, torch.Tensor) and t.requires_grad and t.dtype.is_floating_point
                 for t in originals)
-            names, reason = grading._REMOTE.forbidden_names() if grading._REMOTE else ([], "")
+            remote = grading.REMOTE_TEST
+            names, reason = remote.forbidden_names() if remote else ([], "")
             substitutes = {}
-            for name, function in (grading._REMOTE.substitute_map() if grading._REMOTE
+            for name, function in (grading.REMOTE_TEST.substitute_map() if grading.REMOTE_TEST
                                    else {}).items():
                 substitutes[name] = self._register(function,
                                                    f"{name} (the test's correct one)")
@@ -246,7 +247,7 @@ class KernelLink:
                                       "kwargs": kwargs_data, "tensors": encoded, "grad": grad,
                                       "forbidden": names, "reason": reason,
                                       "substitutes": substitutes,
-                                      "seed": grading._REMOTE.seed() if grading._REMOTE
+                                      "seed": grading.REMOTE_TEST.seed() if grading.REMOTE_TEST
                                       else None})
             finally:
                 self._depth -= 1
@@ -638,7 +639,7 @@ class CellRunner:
         """Run one test cell: {"passed", "message", "kind", "stdout"}."""
         out = io.StringIO()
         _printed_budget[0] = MAX_PRINTED
-        grading._REMOTE = grading._Remote()
+        grading.REMOTE_TEST = grading.RemoteTest()
         if self.link is not None:
             self.link.deadline = time.monotonic() + timeout
         verdict = {"passed": True, "message": "", "kind": "passed"}
@@ -664,7 +665,7 @@ class CellRunner:
         except BaseException as err:  # noqa: BLE001 - every failure is a verdict
             verdict = self._verdict(err, set(hidden_lines))
         finally:
-            grading._REMOTE = None
+            grading.REMOTE_TEST = None
             if self.link is not None:
                 self.link.deadline = float("inf")
                 if verdict["kind"] in ("timeout", "kernel"):

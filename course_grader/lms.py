@@ -136,7 +136,7 @@ class LmsGradesExporter(ExportPlugin):
     def export(self, gradebook: Gradebook) -> None:
         # here, not at the top: nbgrader_config.py imports this module for every nbgrader
         # command, and the report module brings matplotlib
-        from course_grader.report import _fmt, safe_cell
+        from course_grader.report import format_number, safe_cell
 
         root = Path(self.parent.coursedir.root or ".") if self.parent else Path(".")
         dest = Path(self.to) if self.to else root / "reports" / "grades.csv"
@@ -153,7 +153,8 @@ class LmsGradesExporter(ExportPlugin):
                     continue
                 penalty = submission.late_submission_penalty or 0.0
                 score = max(0.0, submission.score - penalty)
-                rows.append((student, assignment.name, _fmt(score), _fmt(assignment.max_score)))
+                rows.append((student, assignment.name, format_number(score),
+                             format_number(assignment.max_score)))
                 if submission.needs_manual_grade:
                     unfinished.append(f"{student}/{assignment.name}")
         dest.parent.mkdir(parents=True, exist_ok=True)

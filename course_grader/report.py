@@ -42,6 +42,7 @@ __all__ = [
     "StudentRow",
     "UnitReport",
     "collect",
+    "format_number",
     "main",
     "safe_cell",
     "summary",
@@ -209,7 +210,7 @@ def collect(course_dir, unit: str) -> UnitReport:
     return UnitReport(unit=unit, max_score=max_score, students=students, items=items)
 
 
-def _fmt(value, digits: int = 2) -> str:
+def format_number(value, digits: int = 2) -> str:
     """A number for the CSV: rounded, no trailing `.0`; '' for None."""
     if value is None:
         return ""
@@ -264,18 +265,19 @@ def write_report(report: UnitReport, out_dir) -> list[Path]:
         writer.writerow(["student", "score", "max_score", "percent", *columns, "status", "reason",
                          "flags"])
         for s in report.students:
-            cells = [UNGRADED if c in s.scores and s.scores[c] is None else _fmt(s.scores.get(c))
-                     for c in columns]
-            writer.writerow([s.student, _fmt(s.score), _fmt(s.max_score), _fmt(s.percent, 1),
-                             *cells, s.status, s.reason, "; ".join(s.flags)])
+            cells = [UNGRADED if c in s.scores and s.scores[c] is None
+                     else format_number(s.scores.get(c)) for c in columns]
+            writer.writerow([s.student, format_number(s.score), format_number(s.max_score),
+                             format_number(s.percent, 1), *cells, s.status, s.reason,
+                             "; ".join(s.flags)])
 
     with items_csv.open("w", newline="", encoding="utf-8") as f:
         writer = _SafeWriter(f)
         writer.writerow(["item", "notebook", "max_points", "students", "failed", "failure_rate",
                          "mean_score"])
         for i in report.items:
-            writer.writerow([i.item, i.notebook, _fmt(i.max_points), i.students, i.failed,
-                             _fmt(i.failure_rate, 4), _fmt(i.mean_score, 3)])
+            writer.writerow([i.item, i.notebook, format_number(i.max_points), i.students, i.failed,
+                             format_number(i.failure_rate, 4), format_number(i.mean_score, 3)])
 
     _plot(report, png)
     return [students_csv, items_csv, png]

@@ -47,6 +47,8 @@ __all__ = [
     "weighted_average",
     "soft_lookup",
     "scaled_dot_product_attention",
+    "masked_softmax_unchecked",
+    "attention_unchecked",
 ]
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -87,7 +89,7 @@ def _shifted_softmax(x: torch.Tensor, m: torch.Tensor, dim: int) -> torch.Tensor
     return _StableSoftmax.apply(x, m.masked_fill(torch.isneginf(m), 0.0), dim)
 
 
-def _masked_softmax_unchecked(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+def masked_softmax_unchecked(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """`masked_softmax` over the last axis for scores already known to be free of NaN and
     +inf (computed from checked inputs): no validation pass over the (..., T_q, T_k) scores."""
     if scores.dtype in _LOW_PRECISION:
@@ -310,9 +312,9 @@ def scaled_dot_product_attention(
     return output, weights
 
 
-def _attention_unchecked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                         mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+def attention_unchecked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                        mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """`scaled_dot_product_attention` for inputs whose shapes, dtypes, mask and finiteness the
     caller has checked already (`multihead.MultiHeadAttention` checks its inputs once)."""
-    weights = _masked_softmax_unchecked(_scaled_scores(q, k), mask)  # (..., T_q, T_k)
+    weights = masked_softmax_unchecked(_scaled_scores(q, k), mask)  # (..., T_q, T_k)
     return weights @ v, weights  # (..., T_q, d_v), (..., T_q, T_k)

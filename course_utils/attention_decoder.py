@@ -44,7 +44,7 @@ from course_utils._checks import (
     require_mask,
     shape_str,
 )
-from course_utils.attention import _masked_softmax_unchecked
+from course_utils.attention import masked_softmax_unchecked
 from course_utils.data.vocab import PAD_ID
 from course_utils.seq2seq import SCORE_FUNCTIONS, EncoderOutput, Seq2SeqConfig, initial_state
 
@@ -418,7 +418,7 @@ class LuongDecoder(nn.Module):
             if self.config.input_feeding:
                 g = torch.addmm(g, s_tilde, w_ih[:, d_emb:].T)  # + (B, d_h) @ (d_h, 3 d_h)
             s = self._gru(g, s)  # (B, d_h)
-            alpha = _masked_softmax_unchecked(score(s), mask)  # (B, S), scores of checked inputs
+            alpha = masked_softmax_unchecked(score(s), mask)  # (B, S), scores of checked inputs
             c = torch.bmm(alpha.unsqueeze(1), h).squeeze(1)  # (B, 1, S) @ (B, S, d_enc)
             #                                                   -> (B, 1, d_enc) -> (B, d_enc)
             s_tilde = torch.tanh(torch.addmm(c @ w_cc.T, s, w_cs.T))  # W_c [c; s]: (B, d_h)

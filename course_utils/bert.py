@@ -50,7 +50,7 @@ from course_utils._checks import (
     shape_str,
 )
 from course_utils.training import count_parameters  # noqa: F401  (a name of this module too)
-from course_utils.transformer import EncoderLayer, _key_mask
+from course_utils.transformer import EncoderLayer, key_mask
 
 __all__ = ["IGNORE", "Bert", "BertConfig", "BertEmbeddings", "BertForPretraining",
            "BertOutput", "MiniLMFiles", "bert_parameters", "config_from_hf",
@@ -159,7 +159,7 @@ class Bert(nn.Module):
         if attention_mask is not None:
             require_mask(attention_mask, "attention_mask", tuple(ids.shape),
                          "True = real token, False = padding")
-            mask = _key_mask(attention_mask)  # (B, 1, 1, T): no query attends to padding
+            mask = key_mask(attention_mask)  # (B, 1, 1, T): no query attends to padding
         L, n_heads = self.config.n_layers, self.config.n_heads
         if head_mask is not None:
             require_float_tensor(head_mask, "head_mask", f"(L, n_heads) = ({L}, {n_heads})",

@@ -29,7 +29,7 @@ from course_utils._checks import (
     require_mask,
     shape_str,
 )
-from course_utils.attention import _attention_unchecked
+from course_utils.attention import attention_unchecked
 
 __all__ = ["MultiHeadAttention", "merge_heads", "split_heads"]
 
@@ -75,7 +75,7 @@ class MultiHeadAttention(nn.Module):
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                 mask: torch.Tensor | None = None, head_mask: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
-        self._require_inputs(query, key, value)
+        self.check_inputs(query, key, value)
         k, v = self.keys_values(key, value)  # (B, n_heads, T_k, d_k) each
         return self.attend(query, k, v, mask, head_mask)
 
@@ -99,19 +99,23 @@ class MultiHeadAttention(nn.Module):
         q = split_heads(self.w_q(query), self.n_heads)  # (B, n_heads, T_q, d_k)
         if head_mask is None:
             # heads (B, n_heads, T_q, d_k), weights (B, n_heads, T_q, T_k)
-            heads, weights = _attention_unchecked(q, k, v, mask)
+            heads, weights = attention_unchecked(q, k, v, mask)
         else:
             require_float_tensor(head_mask, "head_mask", f"({self.n_heads},)", ndim=1)
             if head_mask.shape != (self.n_heads,):
                 raise ValueError(f"head_mask must have shape (n_heads,) = ({self.n_heads},); "
                                  f"got {shape_str(head_mask.shape)}")
             require_finite(head_mask, "head_mask")
-            _, weights = _attention_unchecked(q, k, v, mask)
+            _, weights = attention_unchecked(q, k, v, mask)
             weights = weights * head_mask[:, None, None]  # (B, n_heads, T_q, T_k)
             heads = weights @ v  # (B, n_heads, T_q, d_k)
         return self.w_o(merge_heads(heads)), weights  # (B, T_q, d_model)
 
-    def _require_inputs(self, query, key, value) -> None:
+    def check_inputs(self, query, key, value) -> None:
+        """ValueError unless query (B, T_q, d_model), key and value (B, T_k, d_model) are float
+        tensors of this layer's width with one batch size and one dtype, as many values as
+        keys, and finite keys and values (the layers of unit 06 check their inputs here once,
+        then attend without checking again)."""
         for x, name, rows in ((query, "query", "T_q"), (key, "key", "T_k"),
                               (value, "value", "T_k")):
             require_float_tensor(x, name, f"(B, {rows}, {self.d_model})", ndim=3)

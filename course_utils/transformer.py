@@ -50,7 +50,7 @@ from course_utils.positional import sinusoidal_encoding
 from course_utils.seq2seq import greedy_decode, padded_cross_entropy
 
 __all__ = ["DecoderLayer", "EncoderLayer", "FeedForward", "KVCache", "Transformer",
-           "TransformerConfig", "causal_mask", "config_for", "padding_mask",
+           "TransformerConfig", "causal_mask", "config_for", "key_mask", "padding_mask",
            "padding_mask_from_ids"]
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
@@ -84,7 +84,7 @@ def padding_mask_from_ids(ids: torch.Tensor, pad_id: int = PAD_ID) -> torch.Tens
     return ids != pad_id  # (B, T)
 
 
-def _key_mask(keep: torch.Tensor) -> torch.Tensor:
+def key_mask(keep: torch.Tensor) -> torch.Tensor:
     """(B, T_k) padding mask -> (B, 1, 1, T_k): the same keys for every head and query."""
     return keep[:, None, None, :]
 
@@ -194,7 +194,7 @@ class DecoderLayer(nn.Module):
     def _self_attention(self, h, mask, cache):
         if cache is None:
             return self.self_attn(h, h, h, mask)
-        self.self_attn._require_inputs(h, h, h)
+        self.self_attn.check_inputs(h, h, h)
         k, v = self.self_attn.keys_values(h, h)  # (B, n_heads, T_new, d_k)
         k, v = cache.append(k, v)  # (B, n_heads, T_cached + T_new, d_k)
         return self.self_attn.attend(h, k, v, mask)
@@ -203,7 +203,7 @@ class DecoderLayer(nn.Module):
         if cache is None:
             return self.cross_attn(h, memory, memory, mask)
         if cache.memory_k is None:  # the encoder's output is fixed: project it once
-            self.cross_attn._require_inputs(h, memory, memory)
+            self.cross_attn.check_inputs(h, memory, memory)
             cache.memory_k, cache.memory_v = self.cross_attn.keys_values(memory, memory)
         return self.cross_attn.attend(h, cache.memory_k, cache.memory_v, mask)
 
@@ -348,7 +348,7 @@ class Transformer(nn.Module):
         if lengths.shape != src.shape[:1]:
             raise ValueError(f"lengths must have shape ({src.shape[0]},), one per source; "
                              f"got {shape_str(lengths.shape)}")
-        src_mask = _key_mask(padding_mask(lengths, src.shape[1]))  # (B, 1, 1, S)
+        src_mask = key_mask(padding_mask(lengths, src.shape[1]))  # (B, 1, 1, S)
         x, weights = self._embed(self.src_embed, src), []  # (B, S, d_model)
         for layer in self.encoder:
             x, w = layer(x, src_mask)
@@ -364,7 +364,7 @@ class Transformer(nn.Module):
         require_ids(tgt_in, "tgt_in", "(B, T)", 2)
         T = tgt_in.shape[1]
         # (B, 1, 1, T) & (T, T) -> (B, 1, T, T): earlier real tokens only
-        self_mask = _key_mask(padding_mask_from_ids(tgt_in)) & causal_mask(T, tgt_in.device)
+        self_mask = key_mask(padding_mask_from_ids(tgt_in)) & causal_mask(T, tgt_in.device)
         y = self._embed(self.tgt_embed, tgt_in)  # (B, T, d_model)
         weights = {"self": [], "cross": []}
         for layer in self.decoder:
@@ -394,7 +394,7 @@ class Transformer(nn.Module):
             logits = self.decode(prefix, memory, src_mask)[:, -1]  # (B, n_vocab)
         else:  # the newest token only; the earlier ones' keys and values are in the cache
             y = self._embed(self.tgt_embed, y_prev[:, None], start=prefix.shape[1] - 1)
-            self_mask = _key_mask(padding_mask_from_ids(prefix))  # (B, 1, 1, t + 1)
+            self_mask = key_mask(padding_mask_from_ids(prefix))  # (B, 1, 1, t + 1)
             for layer, layer_cache in zip(self.decoder, cache, strict=True):
                 y, _, _ = layer(y, memory, self_mask, src_mask, cache=layer_cache)
             logits = self.out(self.decoder_norm(y))[:, 0]  # (B, 1, n_vocab) -> (B, n_vocab)

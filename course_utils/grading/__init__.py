@@ -82,7 +82,7 @@ def wrap_message(message: str, width: int = 80) -> str:
                      for line in str(message).splitlines())
 
 
-class _Remote:
+class RemoteTest:
     """What the checker process asks of this module while it runs a test cell: the names
     to forbid and the functions to substitute are sent along with each call of a student
     function instead of being applied here."""
@@ -107,7 +107,7 @@ class _Remote:
         return merged
 
 
-_REMOTE: _Remote | None = None   # set by course_grader.checker in its own process only
+REMOTE_TEST: RemoteTest | None = None   # set by course_grader.checker in its own process only
 
 
 def check(condition: bool, message: str) -> None:
@@ -216,7 +216,7 @@ def rtol_for(scale: float, dtype: torch.dtype = torch.float32) -> float:
 def call(fn, *args, **kwargs):
     """fn(*args, **kwargs), failing if it changed one of its tensor arguments in place (a
     caller's tensors are not the function's to modify)."""
-    if _REMOTE is not None:
+    if REMOTE_TEST is not None:
         return fn(*args, **kwargs)   # the checker's stand-in checks this on every call
     named = _named_tensors(args, kwargs)
     before = [t.detach().clone() for _, t in named]
@@ -247,7 +247,7 @@ def stand_ins(parts: dict) -> dict:
         except GradingFailure:          # graded: what the student's function raised
             agrees = False
         except Exception:               # noqa: BLE001 - at home, whatever it raised
-            if _REMOTE is not None:     # the grader lost the kernel: not the student's mistake
+            if REMOTE_TEST is not None:     # the grader lost the kernel: not the student's mistake
                 raise
             agrees = False
         if not agrees:
@@ -469,8 +469,8 @@ def seeded(seed: int) -> Iterator[None]:
     seed, the same result; NumPy's and Python's random numbers do not follow it). Put one
     call in the block. When graded, the seed is sent along with each call and set in the
     student's kernel just before it."""
-    if _REMOTE is not None:   # the checker sends the seed along with each call
-        with _pushed(_REMOTE.seeds, int(seed)):
+    if REMOTE_TEST is not None:   # the checker sends the seed along with each call
+        with _pushed(REMOTE_TEST.seeds, int(seed)):
             yield
         return
     torch.manual_seed(int(seed))
@@ -490,8 +490,8 @@ def forbidden(*names: str, reason: str, missing_ok: bool = False) -> Iterator[No
     where they are looked up, and code determined to get around it can. The grader flags
     such code for the instructor (see README, "For instructors").
     """
-    if _REMOTE is not None:   # the checker sends the names along with each call
-        with _pushed(_REMOTE.forbidden, (names, reason)):
+    if REMOTE_TEST is not None:   # the checker sends the names along with each call
+        with _pushed(REMOTE_TEST.forbidden, (names, reason)):
             yield
         return
     undo = []
@@ -585,8 +585,8 @@ def substitute(**functions) -> Iterator[None]:
     own of the same name while the block runs: a test of attention_decoder_step then judges
     that function alone, not the additive_attention it calls. Gradients flow through them
     (when graded, the checker answers for the gradients of the functions it runs)."""
-    if _REMOTE is not None:   # the checker sends them along with each call
-        with _pushed(_REMOTE.substitutes, functions):
+    if REMOTE_TEST is not None:   # the checker sends them along with each call
+        with _pushed(REMOTE_TEST.substitutes, functions):
             yield
         return
     main = sys.modules.get("__main__")
