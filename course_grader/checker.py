@@ -205,6 +205,8 @@ class KernelLink:
         return found
 
     def call(self, fn: StudentFunction, args: tuple, kwargs: dict):
+        # Long on purpose: the one path by which a test cell calls student code; a security
+        # review reads its checks in order.
         if self._depth == 0:
             self.callbacks.clear()
             self.callback_errors.clear()

@@ -328,6 +328,8 @@ def _bwrap_args(cmd: list[str], workdir: str, runtime_dir: str, limits: Limits,
                 hidden: list[str] | None = None, blocker_dir: str | None = None,
                 binds: list[tuple[str, str]] = (),
                 drop_to: tuple[int, int] | None = None) -> list[str]:
+    # Long on purpose: the jail's whole mount table in mount order; the order is the
+    # security argument (a later mount covers an earlier one).
     cmd = [_as_mounted(cmd[0]), *cmd[1:]]
     info = ["--info-fd", str(info_fd)] if info_fd is not None else []
     if drop_to is None:   # bwrap runs as the grading user and makes the user namespace

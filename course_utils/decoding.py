@@ -198,6 +198,18 @@ def _reorder_state(state: dict, rows: torch.Tensor) -> dict:
     return {**state, "prefix": state["prefix"][rows]}  # (B * n_beam, t)
 
 
+def _settled(scores, lengths, finished, max_len: int, alpha: float) -> torch.Tensor:
+    """(B,) bool: no live hypothesis can beat the sentence's best finished one any more. A
+    live one's log p can only fall, and lp grows to lp(max_len) at most, so none can win once
+    its log p / lp(max_len) is below the best finished log p / lp(|Y|). scores, lengths,
+    finished: (B, n_beam)."""
+    best_finished = torch.where(finished, scores / length_normaliser(lengths, alpha),
+                                -math.inf).amax(dim=1)  # (B,)
+    best_possible = torch.where(finished, -math.inf, scores / length_normaliser(
+        torch.tensor(max_len), alpha)).amax(dim=1)  # (B,)
+    return best_finished >= best_possible
+
+
 def beam_decode(step: Callable, state, batch_size: int, beam_size: int, *, max_len: int,
                 reorder: Callable, length_penalty: float = 0.0, return_scores: bool = False,
                 start_id: int = START_ID, end_id: int = END_ID, pad_id: int = PAD_ID):
@@ -248,13 +260,7 @@ def beam_decode(step: Callable, state, batch_size: int, beam_size: int, *, max_l
         state = reorder(state, rows)
         y = token.view(B * n_beam)  # (B * n_beam,)
         tokens = torch.cat([tokens[rows], y[:, None]], dim=1)  # (B * n_beam, t + 1)
-        # A live hypothesis's log p can only fall, and lp grows to lp(max_len) at most, so
-        # none can beat the best finished one once its log p / lp(max_len) is lower
-        best_finished = torch.where(finished, scores / length_normaliser(lengths, alpha),
-                                    -math.inf).amax(dim=1)  # (B,)
-        best_possible = torch.where(finished, -math.inf, scores / length_normaliser(
-            torch.tensor(max_len), alpha)).amax(dim=1)  # (B,)
-        done = done | (best_finished >= best_possible)
+        done = done | _settled(scores, lengths, finished, max_len, alpha)
         if bool(done.all()):
             break
     # the answer: a done sentence's best finished hypothesis (on a tie with a live one, the

@@ -424,6 +424,8 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int, min_frequency: int = 
     candidates by score. Every training word of at most 100 characters can be tokenized
     without [UNK], since every character it is made of is in the vocabulary.
     """
+    # Long on purpose: one algorithm (count pairs, score, merge, recount only what changed);
+    # its bookkeeping is checked against the definition more easily in one place.
     if isinstance(texts, str) or not isinstance(texts, Iterable):
         raise ValueError(f"texts must be an iterable of str (e.g. a list of lines); got "
                          f"{type(texts).__name__}")

@@ -164,6 +164,8 @@ def fit(model: nn.Module, loss_fn: Callable, batches: Iterable, *, n_steps: int,
     seeds, the same batches and the same loss give the same numbers as a hand-written loop
     that calls the optimizer in this order.
     """
+    # Long on purpose: the course's one training loop, read by every unit; the step, the
+    # schedule, clipping, evaluation and the progress bar are easier to follow in one place.
     if not isinstance(model, nn.Module):
         raise ValueError(f"model must be a torch.nn.Module; got {type(model).__name__}")
     if not callable(loss_fn):

@@ -269,6 +269,7 @@ class AttentionExplorer(_Explorer):
                  layer: int = 0, head: int | str = 0, sentence: int = 0,
                  query: int | None = None, view: str | None = None,
                  min_weight: float = 0.02, title: str | None = None):
+        # Long on purpose: the explorer's widgets, built in the order they are displayed.
         if isinstance(attentions, Mapping):
             if not attentions:
                 raise ValueError("attentions as a mapping must hold at least one kind of maps, "

@@ -124,6 +124,8 @@ def _namespace() -> dict:
 
 
 def _call(request: dict) -> dict:
+    # Long on purpose: one call of a student function for the checker, in the order the
+    # wire fixes (decode, forbid, substitute, call, encode); audited as one sequence.
     namespace = _namespace()
     name = request["fn"]
     fn = namespace.get(name) if isinstance(name, str) else None
