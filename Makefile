@@ -103,8 +103,7 @@ test: $(STAMP) sandbox browser hub-proxy
 
 # The edit loop: lint, and the unit tests of course_utils and of the grader's pure parts
 # (no lecture, no notebook run, no browser, no sandbox, no server).
-CHECK_TESTS := tests/test_lint.py tests/test_notation.py tests/test_private_names.py \
-	tests/test_function_length.py \
+CHECK_TESTS := tests/test_lint.py tests/test_notation.py tests/test_code_rules.py \
 	tests/test_packaging.py \
 	tests/course_utils tests/course_grader/test_flags.py tests/course_grader/test_report.py \
 	tests/course_grader/test_sanitize.py
