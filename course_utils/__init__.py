@@ -14,8 +14,10 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
                       seed_everything, accuracy_by_bucket                     -> progress
     bow               unit 01: bigram, mean and attention bag-of-words LMs, train_lm
                                                               -> attention, training
-    seq2seq           unit 02: Seq2SeqConfig, config_for, encoder, decoder, initial_state,
-                      greedy decoding, padded loss, exact match       -> data.translation
+    sequence          the core every encoder-decoder shares: padded_cross_entropy,
+                      greedy_decode, exact_match, token_accuracy             -> data.vocab
+    seq2seq           unit 02: Seq2SeqConfig, config_for, encoder, decoder, initial_state
+                      (and the sequence core's names)     -> sequence, data.translation
     attention_decoder unit 03: Attention, AttentionDecoder (Bahdanau), LuongDecoder,
                       additive_attention, context_gru_step, alignment_hit_rate
                                                                       -> seq2seq, attention
@@ -32,7 +34,7 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
                       translators`) and shipped in data/: train_variant, load (lectures 03,
                       04 and 06 read them)                 -> translator, data.translation
     transformer       unit 06: masks, FeedForward, EncoderLayer, DecoderLayer, KVCache,
-                      TransformerConfig, Transformer             -> multihead, positional, seq2seq
+                      TransformerConfig, Transformer            -> multihead, positional, sequence
     decoding          unit 06: beam search (Wu et al.'s length penalty), temperature and top-k
                       sampling, the log-probability of an output        -> transformer
     tokenization      unit 07: WordPiece (BERT-uncased's basic tokenisation, longest match

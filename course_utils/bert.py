@@ -49,13 +49,11 @@ from course_utils._checks import (
     require_number_in,
     shape_str,
 )
-from course_utils.training import count_parameters  # noqa: F401  (a name of this module too)
 from course_utils.transformer import EncoderLayer, key_mask
 
 __all__ = ["IGNORE", "Bert", "BertConfig", "BertEmbeddings", "BertForPretraining",
-           "BertOutput", "MiniLMFiles", "bert_parameters", "config_from_hf",
-           "count_parameters", "load_minilm", "mask_tokens", "minilm_files",
-           "pretraining_batch", "state_from_hf"]
+           "BertOutput", "MiniLMFiles", "bert_parameters", "config_from_hf", "load_minilm",
+           "mask_tokens", "minilm_files", "pretraining_batch", "state_from_hf"]
 
 IGNORE = -100  # the label of a position the MLM loss skips (PyTorch's ignore_index)
 

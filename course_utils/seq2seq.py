@@ -1,5 +1,6 @@
 """Sequence to sequence with GRUs (unit 02): the config, the encoder, the decoder, greedy
-decoding, the padded loss and the metrics.
+decoding, the padded loss and the metrics (the last three live in `course_utils.sequence`,
+which the Transformer shares; this module offers them under its name too).
 
 One file, read top to bottom. The model of unit 02 (Sutskever et al. 2014, Cho et al. 2014):
 
@@ -48,7 +49,13 @@ from course_utils._checks import (
     shape_str,
 )
 from course_utils.data.translation import TranslationTask, vocabulary_sizes
-from course_utils.data.vocab import END_ID, PAD_ID, START_ID
+from course_utils.data.vocab import PAD_ID
+from course_utils.sequence import (  # noqa: F401  (names of this module too: unit 02)
+    exact_match,
+    greedy_decode,
+    padded_cross_entropy,
+    token_accuracy,
+)
 
 __all__ = [
     "ATTENTION_DECODERS",
@@ -330,111 +337,3 @@ class Decoder(nn.Module):
         extra = enc.final if self.config.feed_final else None  # (B, d_enc) or None
         logits, s = decoder_step(self.embedding, self.rnn, self.out, y_prev, s_prev, extra)
         return logits, s, None
-
-
-# ----------------------------------------------------------------------------- loss
-
-def padded_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, pad_id: int = PAD_ID
-                         ) -> torch.Tensor:
-    """Cross-entropy averaged over the real (non-pad) target tokens of the whole batch:
-
-        loss = - sum_{b,t: y_bt != pad} log softmax(logits_bt)[y_bt] / #{b,t: y_bt != pad}
-
-    A padded position adds nothing to the sum and nothing to the count. (Equal to
-    `nn.CrossEntropyLoss(ignore_index=pad_id)` on the flattened tensors.)
-    logits: (B, T, n_vocab) float, targets: (B, T) int64 -> scalar.
-    """
-    require_float_tensor(logits, "logits", "(B, T, n_vocab)", ndim=3)
-    require_ids(targets, "targets", "(B, T)", 2)
-    if targets.shape != logits.shape[:2]:
-        raise ValueError(f"targets must have shape {shape_str(logits.shape[:2])} to match "
-                         f"logits {shape_str(logits.shape)}; got {shape_str(targets.shape)}")
-    real = targets != pad_id  # (B, T)
-    if not real.any():
-        raise ValueError("targets hold only padding: there is no token to average over")
-    log_p = torch.log_softmax(logits, dim=-1)  # (B, T, n_vocab)
-    picked = log_p.gather(2, targets.unsqueeze(2)).squeeze(2)  # (B, T, 1) -> (B, T)
-    picked = torch.where(real, picked, 0.0)  # not picked * real: -inf * 0 would be NaN
-    return -picked.sum() / real.sum()
-
-
-# ----------------------------------------------------------------------------- greedy decoding
-
-def greedy_decode(step, state, batch_size: int, *, max_len: int, start_id: int = START_ID,
-                  end_id: int = END_ID, pad_id: int = PAD_ID, return_weights: bool = False):
-    """Greedy decoding: start from <start>, feed back the argmax, stop at <end>.
-
-        y_0 = <start>;  logits, s_t = step(y_{t-1}, s_{t-1});  y_t = argmax logits
-
-    `step(y_prev (B,), state) -> (logits (B, n_vocab), state)` or `(logits, state, weights (B, S))`.
-    Each row stops at its own first <end>: the <end> is kept and every later position is
-    <pad>. The loop stops when every row has ended, or after `max_len` steps.
-
-    Returns ids (B, L) int64 with L <= max_len; with `return_weights`, (ids, weights) where
-    weights is (B, L, S) if `step` returned weights, else None.
-    """
-    require_int(max_len, "max_len")
-    require_int(batch_size, "batch_size")
-    y = torch.full((batch_size,), start_id, dtype=torch.long)  # (B,)
-    done = torch.zeros(batch_size, dtype=torch.bool)  # (B,) has this row written <end>?
-    outputs, weights = [], []
-    for _ in range(max_len):
-        result = step(y, state)
-        logits, state = result[0], result[1]  # (B, n_vocab), new state
-        if logits.shape[0] != batch_size or logits.dim() != 2:
-            raise ValueError(f"step must return logits of shape ({batch_size}, n_vocab); "
-                             f"got {shape_str(logits.shape)}")
-        if len(result) > 2 and result[2] is not None:
-            weights.append(result[2])  # (B, S)
-        y = logits.argmax(dim=-1)  # (B,) the model's own choice is the next input
-        outputs.append(torch.where(done, torch.full_like(y, pad_id), y))  # (B,)
-        done = done | (y == end_id)
-        if bool(done.all()):
-            break
-    ids = torch.stack(outputs, dim=1)  # L x (B,) -> (B, L)
-    if not return_weights:
-        return ids
-    return ids, (torch.stack(weights, dim=1) if weights else None)  # (B, L, S)
-
-
-# ----------------------------------------------------------------------------- metrics
-
-def _align_widths(pred: torch.Tensor, gold: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Both padded with <pad> on the right to the wider of the two, L' = max(L, T):
-    (B, L'), (B, L')."""
-    require_ids(pred, "pred", "(B, L)", 2)
-    require_ids(gold, "gold", "(B, T)", 2)
-    if pred.shape[0] != gold.shape[0]:
-        raise ValueError(f"pred and gold must have the same batch size; got "
-                         f"{shape_str(pred.shape)} and {shape_str(gold.shape)}")
-    width = max(pred.shape[1], gold.shape[1])
-    pad = lambda x: nn.functional.pad(x, (0, width - x.shape[1]), value=PAD_ID)  # noqa: E731
-    return pad(pred), pad(gold)  # (B, L'), (B, L')
-
-
-def exact_match(pred: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
-    """Per sequence: is the prediction equal to the gold target up to and including <end>,
-    with nothing but <pad> after it?
-
-    Both are padded with <pad> to the same width and compared at every position, so a
-    prediction that is right up to <end> but has other tokens after it does not count
-    (`greedy_decode` writes only <pad> after <end>, so its output is never penalised for
-    this); nor does one that stops early or never writes <end>.
-    pred (B, L) from `greedy_decode`, gold (B, T) = y_1 .. y_n <end> <pad>.. -> (B,) bool.
-    """
-    p, g = _align_widths(pred, gold)
-    return (p == g).all(dim=1)  # (B, L') -> (B,)
-
-
-def token_accuracy(pred: torch.Tensor, gold: torch.Tensor) -> float:
-    """Share of the real gold tokens (<end> included, <pad> not) that the prediction has
-    right at the same position:  #{b,t: gold_bt != pad, pred_bt = gold_bt} / #{gold_bt != pad}.
-
-    Positions where gold is <pad> are not counted, so (unlike `exact_match`) tokens a
-    prediction writes after the gold <end> cost nothing here.
-    """
-    p, g = _align_widths(pred, gold)
-    real = g != PAD_ID  # (B, L')
-    if not real.any():
-        raise ValueError("gold holds only padding: there is no token to score")
-    return float(((p == g) & real).sum() / real.sum())

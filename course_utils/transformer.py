@@ -47,7 +47,7 @@ from course_utils.data.translation import vocabulary_sizes
 from course_utils.data.vocab import END_ID, PAD_ID, START_ID
 from course_utils.multihead import MultiHeadAttention
 from course_utils.positional import sinusoidal_encoding
-from course_utils.seq2seq import greedy_decode, padded_cross_entropy
+from course_utils.sequence import greedy_decode, padded_cross_entropy
 
 __all__ = ["DecoderLayer", "EncoderLayer", "FeedForward", "KVCache", "Transformer",
            "TransformerConfig", "causal_mask", "config_for", "key_mask", "padding_mask",

@@ -23,14 +23,8 @@ import torch.nn as nn
 from course_utils._checks import require_int
 from course_utils.attention_decoder import AttentionDecoder, LuongDecoder
 from course_utils.data.vocab import minibatches
-from course_utils.seq2seq import (
-    Decoder,
-    Encoder,
-    Seq2SeqConfig,
-    exact_match,
-    greedy_decode,
-    padded_cross_entropy,
-)
+from course_utils.seq2seq import Decoder, Encoder, Seq2SeqConfig
+from course_utils.sequence import exact_match, greedy_decode, padded_cross_entropy
 from course_utils.training import History, fit, seconds_per_call
 
 __all__ = ["Seq2Seq", "attention_scores", "evaluate", "seconds_per_step", "train"]

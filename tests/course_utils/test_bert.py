@@ -18,13 +18,13 @@ from course_utils.bert import (
     BertEmbeddings,
     BertForPretraining,
     bert_parameters,
-    count_parameters,
     load_minilm,
     mask_tokens,
     minilm_files,
     state_from_hf,
 )
 from course_utils.multihead import MultiHeadAttention
+from course_utils.training import count_parameters
 
 TEXTS = [("The cat sat on the mat.", None),
          ("My dog is cute", "He likes playing."),

@@ -76,3 +76,29 @@ def test_teaching_modules_import_at_the_top_only_and_without_cycles():
     assert "translator" not in graph["seq2seq"] | graph["attention_decoder"]
     assert "attention_decoder" not in graph["seq2seq"]
     assert {"seq2seq", "attention_decoder", "training"} <= graph["translator"]
+
+
+# The models at the bottom of the stack take and return tensors: they import no GRU-era
+# module, no tokenizer, no pipeline (recipes, shipped weights, training) and no data set.
+MODELS = ["sequence", "attention", "multihead", "positional", "transformer", "bert"]
+ABOVE_THE_MODELS = ["seq2seq", "attention_decoder", "translator", "shipped_translators",
+                    "tiny_bert", "tokenization", "analysis", "training", "data.stories",
+                    "data.corpus", "data.pointer"]
+
+
+def reachable(module: str) -> set[str]:
+    seen, todo = set(), [module]
+    while todo:
+        for dep in imports(todo.pop())[0] & set(TEACHING):
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+def test_models_import_nothing_above_them():
+    for model in MODELS:
+        above = reachable(model) & set(ABOVE_THE_MODELS)
+        assert not above, f"{model} reaches {sorted(above)}"
+    # BERT reaches the attention layers without passing through unit 02's GRU code
+    assert "seq2seq" not in reachable("bert") and "sequence" in reachable("transformer")

@@ -360,14 +360,14 @@ def test_translate_is_consistent_with_teacher_forcing_on_its_own_output():
     torch.manual_seed(3)
     model = Seq2Seq(cfg).double()
     src, lengths = padded_source()
-    ids = model.translate(src, lengths)  # (B, L)
+    ids = model.translate(src, lengths)  # (B, T_out)
     assert ids.shape[0] == 3 and 1 <= ids.shape[1] <= 6
     assert model.translate(src, lengths, max_len=2).shape[1] <= 2
     with pytest.raises(ValueError, match="max_len must be a positive int"):
         model.translate(src, lengths, max_len=0)
     # feeding the translation back as the gold input, the argmax reproduces it
-    tgt_in = torch.cat([torch.full((3, 1), START), ids[:, :-1]], dim=1)  # (B, L)
-    argmax = model(src, lengths, tgt_in).argmax(-1)  # (B, L)
+    tgt_in = torch.cat([torch.full((3, 1), START), ids[:, :-1]], dim=1)  # (B, T_out)
+    argmax = model(src, lengths, tgt_in).argmax(-1)  # (B, T_out)
     for b in range(3):
         row = ids[b].tolist()
         n = row.index(END) + 1 if END in row else len(row)  # up to and including <end>
@@ -403,7 +403,7 @@ def test_metrics_reject_bad_inputs():
     gold = torch.tensor([[5, END]])
     with pytest.raises(ValueError, match="same batch size"):
         exact_match(torch.tensor([[5, END], [5, END]]), gold)
-    with pytest.raises(ValueError, match=r"pred must have dtype torch.int64.*\(B, L\)"):
+    with pytest.raises(ValueError, match=r"pred must have dtype torch.int64.*\(B, T_out\)"):
         token_accuracy(gold.float(), gold)
     with pytest.raises(ValueError, match=r"gold must have shape \(B, T\)"):
         exact_match(gold, gold[0])
@@ -493,7 +493,7 @@ class Oracle(nn.Module):
                 target[0] = self.task.tgt_vocab.ids["0"]
             rows.append(target)
         width = max(len(r) for r in rows)
-        return torch.tensor([r + [PAD] * (width - len(r)) for r in rows])  # (B, L)
+        return torch.tensor([r + [PAD] * (width - len(r)) for r in rows])  # (B, T_out)
 
 
 def test_evaluate_keeps_the_order_of_the_data(tiny):
