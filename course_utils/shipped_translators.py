@@ -127,11 +127,6 @@ def train_variant(task: translation.TranslationTask, name: str, progress: bool =
     return model, history
 
 
-def recipe() -> dict:
-    """Unit 03's recipe as its file's metadata holds it (UNIT03.as_dict())."""
-    return UNIT03.as_dict()
-
-
 def data_digest(task: translation.TranslationTask) -> str:
     """SHA-256 of every training and held-out pair, in order."""
     text = "\n".join(f"{' '.join(p.source)}\t{' '.join(p.target)}"
