@@ -134,8 +134,8 @@ lectures: $(STAMP)
 
 # Two threads, as lecture 07 runs on a 2-core machine: the same machine then gives its weights.
 tiny-bert: $(STAMP)
-	$(BIN)/python -c "import torch; torch.set_num_threads(2); from course_utils.tiny_bert \
-		import write_shipped_tiny_bert; print(write_shipped_tiny_bert())"
+	$(BIN)/python -c "import torch; torch.set_num_threads(2); from course_utils.shipped_tiny_bert \
+		import write_shipped; print(write_shipped())"
 
 # One thread, as lecture 03 trains: the same machine then gives the weights it would train.
 translators: $(STAMP)

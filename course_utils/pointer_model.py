@@ -39,7 +39,7 @@ from course_utils._checks import (
 from course_utils.data.pointer import PointerData
 from course_utils.multihead import MultiHeadAttention
 from course_utils.positional import LearnedPositions, add_positions, sinusoidal_encoding
-from course_utils.training import History, fit
+from course_utils.training import History, eval_mode, fit
 
 __all__ = ["POSITIONS", "PointerBlock", "PointerConfig", "PointerModel", "accuracy",
            "config_for", "hit_rate", "pointer_loss", "pointer_weights", "train"]
@@ -229,8 +229,6 @@ def accuracy(model: PointerModel, data: PointerData) -> float:
     """The share of examples whose answer the model gets right (argmax of the logits)."""
     if not isinstance(data, PointerData):
         raise ValueError(f"data must be PointerData; got {type(data).__name__}")
-    was_training = model.training
-    model.eval()
-    logits, _ = model(data.ids)  # (N, n_symbols)
-    model.train(was_training)
+    with eval_mode(model):
+        logits, _ = model(data.ids)  # (N, n_symbols)
     return (logits.argmax(dim=1) == data.answer).float().mean().item()

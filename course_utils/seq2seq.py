@@ -48,7 +48,6 @@ from course_utils._checks import (
     require_source,
     shape_str,
 )
-from course_utils.data.translation import TranslationTask, vocabulary_sizes
 from course_utils.data.vocab import PAD_ID
 from course_utils.sequence import (  # noqa: F401  (names of this module too: unit 02)
     exact_match,
@@ -64,7 +63,6 @@ __all__ = [
     "Encoder",
     "EncoderOutput",
     "Seq2SeqConfig",
-    "config_for",
     "decoder_step",
     "encode",
     "exact_match",
@@ -138,15 +136,6 @@ class Seq2SeqConfig:
     def d_enc(self) -> int:
         """The width of an encoder state: d_h, or 2 d_h when bidirectional."""
         return 2 * self.d_h if self.bidirectional else self.d_h
-
-
-def config_for(task: TranslationTask, **fields) -> Seq2SeqConfig:
-    """A Seq2SeqConfig for `task` (a `translation.TranslationTask`): the vocabulary sizes come
-    from the task's vocabularies, every other field from `fields`.
-
-        config_for(task, d_h=64, attention="additive", bidirectional=True, max_len=30)
-    """
-    return Seq2SeqConfig(**vocabulary_sizes(task, fields), **fields)
 
 
 # ----------------------------------------------------------------------------- encoder

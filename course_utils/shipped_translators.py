@@ -35,9 +35,8 @@ from safetensors.torch import load_file, save_file
 
 from course_utils._checks import require_choice
 from course_utils.data import translation
-from course_utils.seq2seq import config_for
 from course_utils.training import History, seed_everything
-from course_utils.translator import Seq2Seq, evaluate, train
+from course_utils.translator import Seq2Seq, config_for, evaluate, train
 
 __all__ = ["RECIPE", "RECIPES", "SHIPPED", "SHIPPED_VARIANTS", "SIZES", "TASK", "UNIT03", "UNIT04",
            "VARIANTS", "Recipe", "build", "load", "make_task", "shipped_metadata",
@@ -50,7 +49,7 @@ SEED = 0
 @dataclass(frozen=True)
 class Recipe:
     """What decides a unit's shipped translators besides the code. task: the arguments of
-    translation.make_task; sizes: of seq2seq.config_for; training: of translator.train;
+    translation.make_task; sizes: of translator.config_for; training: of translator.train;
     variants: name -> what that model changes in sizes; shipped: the variants in `path`."""
 
     unit: str

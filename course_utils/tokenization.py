@@ -47,6 +47,7 @@ __all__ = ["SPECIAL_TOKENS", "WordPiece", "basic_tokenize", "train_wordpiece"]
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PREFIX = "##"  # marks a piece that continues a word
+CACHE_CHUNKS = 100_000  # distinct " "-separated chunks a WordPiece remembers the pieces of
 
 # CJK ideographs, the code-point blocks of the original BERT (kana and hangul are not here:
 # they are split like letters), except that the library starts Extension E at 0x2B920
@@ -175,6 +176,7 @@ class WordPiece:
         written = sorted({t for t in (*SPECIAL_TOKENS, unk) if t in self.vocab},
                          key=lambda t: (-len(t), t))  # the longest first
         self._written_special = re.compile("(" + "|".join(map(re.escape, written)) + ")")
+        self._chunk_words: dict[str, tuple[tuple[str, ...], ...]] = {}  # see _words
 
     @classmethod
     def from_vocab_file(cls, path, **kwargs) -> WordPiece:
@@ -255,17 +257,35 @@ class WordPiece:
             start = end
         return pieces
 
-    def _words(self, text: str) -> list[list[str]]:
+    def _words(self, text: str) -> list[tuple[str, ...]]:
         """The pieces of each word of `text`; a special token written in the text is a word
-        of its own (as in the library, which finds them before normalising)."""
+        of its own (as in the library, which finds them before normalising).
+
+        No word or special token spans a " " (basic_tokenize splits there first), so the
+        words of a text are those of its " "-separated chunks one after the other; each
+        distinct chunk is cut once and remembered (a corpus of a few hundred distinct words
+        in thousands of sentences is tokenized at the cost of its words)."""
+        words = []
+        for chunk in text.split(" "):
+            pieces = self._chunk_words.get(chunk)
+            if pieces is None:
+                pieces = self._cut(chunk)
+                if len(self._chunk_words) >= CACHE_CHUNKS:  # bounded: forget, start again
+                    self._chunk_words.clear()
+                self._chunk_words[chunk] = pieces
+            words += pieces
+        return words
+
+    def _cut(self, text: str) -> tuple[tuple[str, ...], ...]:
+        """_words without the cache."""
         words = []
         parts = self._written_special.split(text)  # text, special, text, special, ..., text
         for i, part in enumerate(parts):
             if i % 2 == 1:
-                words.append([part])
+                words.append((part,))
             else:
-                words += [self.split_word(word) for word in basic_tokenize(part)]
-        return words
+                words += [tuple(self.split_word(word)) for word in basic_tokenize(part)]
+        return tuple(words)
 
     def tokenize(self, text: str) -> list[str]:
         """basic_tokenize, then split_word on each word: "He likes playing!" ->
@@ -280,13 +300,14 @@ class WordPiece:
         if pair is not None:
             require_str(pair, "pair")
         ids, segments, word_ids = [self.cls_id], [0], [None]
+        vocab, sep = self.vocab, self.sep_id
         for segment, part in enumerate([text] if pair is None else [text, pair]):
-            for w, pieces in enumerate(self._words(part)):
-                ids += [self.vocab[piece] for piece in pieces]
-                segments += [segment] * len(pieces)
-                word_ids += [w] * len(pieces)
-            ids.append(self.sep_id)
-            segments.append(segment)
+            words = self._words(part)
+            part_ids = [vocab[piece] for pieces in words for piece in pieces]
+            ids += part_ids
+            ids.append(sep)
+            segments += [segment] * (len(part_ids) + 1)
+            word_ids += [w for w, pieces in enumerate(words) for _ in pieces]
             word_ids.append(None)
         return ids, segments, word_ids
 
@@ -327,7 +348,7 @@ class WordPiece:
                 for w, segment in zip(words, segments, strict=True)]
 
     def encode_batch(self, texts: list[str], pairs: list[str] | None = None,
-                     max_len: int | None = None
+                     n_positions: int | None = None
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Encode B texts (or B pairs) into padded tensors, T = the longest encoding:
 
@@ -335,7 +356,8 @@ class WordPiece:
             segments        (B, T) int64, 0 for A, 1 for B, 0 at padding
             attention_mask  (B, T) bool, True at the real tokens
 
-        max_len: a ValueError names any text whose encoding is longer (never truncated).
+        n_positions: the rows of the model's position table (BertConfig.n_positions); a
+        ValueError names any text whose encoding is longer (never truncated).
         """
         texts = _require_text_list(texts, "texts")
         if not texts:
@@ -345,24 +367,23 @@ class WordPiece:
             if len(pairs) != len(texts):
                 raise ValueError(f"pairs must have one str per text, {len(texts)} of them; "
                                  f"got {len(pairs)}")
-        if max_len is not None:
-            require_int(max_len, "max_len", low=2)
+        if n_positions is not None:
+            require_int(n_positions, "n_positions", low=2)
         encoded = [self._encode(text, None if pairs is None else pairs[i])
                    for i, text in enumerate(texts)]
         T = max(len(ids) for ids, _, _ in encoded)
-        if max_len is not None and T > max_len:
-            i = next(i for i, (ids, _, _) in enumerate(encoded) if len(ids) > max_len)
+        if n_positions is not None and T > n_positions:
+            i = next(i for i, (ids, _, _) in enumerate(encoded) if len(ids) > n_positions)
             what = f"texts[{i}]" if pairs is None else f"texts[{i}] with pairs[{i}]"
             raise ValueError(f"{what} is {len(encoded[i][0])} tokens long with [CLS] and [SEP], "
-                             f"over max_len={max_len}; encode_batch never truncates: shorten "
-                             f"it or raise max_len")
-        ids = torch.full((len(texts), T), self.pad_id, dtype=torch.long)  # (B, T)
-        segments = torch.zeros(len(texts), T, dtype=torch.long)  # (B, T)
-        mask = torch.zeros(len(texts), T, dtype=torch.bool)  # (B, T)
-        for i, (row, seg, _) in enumerate(encoded):
-            ids[i, : len(row)] = torch.tensor(row)
-            segments[i, : len(row)] = torch.tensor(seg)
-            mask[i, : len(row)] = True
+                             f"over n_positions={n_positions}, the positions a model reads; "
+                             f"encode_batch never truncates: shorten it")
+        pad = [T - len(row) for row, _, _ in encoded]
+        ids = torch.tensor([row + [self.pad_id] * n
+                            for (row, _, _), n in zip(encoded, pad, strict=True)])  # (B, T)
+        segments = torch.tensor([seg + [0] * n
+                                 for (_, seg, _), n in zip(encoded, pad, strict=True)])  # (B, T)
+        mask = torch.arange(T) < torch.tensor([T - n for n in pad])[:, None]  # (B, T)
         return ids, segments, mask
 
     # ------------------------------------------------------------------------- decoding

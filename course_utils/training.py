@@ -7,6 +7,7 @@
     seconds_per_call    median wall time of a call (e.g. one training step)
     count_parameters    the trainable parameters of a model, a shared (tied) matrix once
     seed_everything     seed Python, NumPy and PyTorch; return a seeded torch.Generator
+    eval_mode           `with eval_mode(model):` evaluation mode inside, the model's mode after
     accuracy_by_bucket  the share of correct examples in each bucket, ordered by bucket
 
 Unit 01 (`bow.train_lm`), units 02-04 (`translator.train`) and the later units train with
@@ -20,7 +21,8 @@ import random
 import re
 import statistics
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,6 +43,7 @@ __all__ = [
     "accuracy_by_bucket",
     "available_cpus",
     "count_parameters",
+    "eval_mode",
     "fit",
     "running_mean",
     "seconds_per_call",
@@ -55,6 +58,21 @@ def count_parameters(model: nn.Module) -> int:
     if not isinstance(model, nn.Module):
         raise ValueError(f"model must be a torch.nn.Module; got {type(model).__name__}")
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+@contextmanager
+def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
+    """`with eval_mode(model):` runs the block in evaluation mode (no dropout; batch norm's
+    running statistics) and gives the model back in the train or eval mode it had, also when
+    the block raises."""
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model must be a torch.nn.Module; got {type(model).__name__}")
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
 
 
 def seed_everything(seed: int = 0) -> torch.Generator:
@@ -225,9 +243,8 @@ def fit(model: nn.Module, loss_fn: Callable, batches: Iterable, *, n_steps: int,
             bar.update(1, loss=value)
             due = step == n_steps or (eval_every and step % eval_every == 0)
             if evaluate is not None and due:
-                model.eval()
-                _record(history, step, evaluate(model))
-                model.train()
+                with eval_mode(model):
+                    _record(history, step, evaluate(model))
     model.eval()
     history.seconds = time.perf_counter() - start
     return history

@@ -43,14 +43,13 @@ from course_utils._checks import (
     require_positive_number,
     shape_str,
 )
-from course_utils.data.translation import vocabulary_sizes
 from course_utils.data.vocab import END_ID, PAD_ID, START_ID
 from course_utils.multihead import MultiHeadAttention
 from course_utils.positional import sinusoidal_encoding
 from course_utils.sequence import greedy_decode, padded_cross_entropy
 
 __all__ = ["DecoderLayer", "EncoderLayer", "FeedForward", "KVCache", "Transformer",
-           "TransformerConfig", "causal_mask", "config_for", "key_mask", "padding_mask",
+           "TransformerConfig", "causal_mask", "key_mask", "padding_mask",
            "padding_mask_from_ids"]
 
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU}
@@ -284,23 +283,17 @@ class TransformerConfig:
     dropout: float = 0.0
     norm_first: bool = False  # False: post-LN as in the paper; True: pre-LN
     max_len: int = 40  # greedy decoding stops after this many steps at the latest
-    max_positions: int = 128  # rows of the sinusoidal table: the longest source or target
+    n_positions: int = 128  # rows of the sinusoidal table: the longest source or target
 
     def __post_init__(self):
         for name in ("src_vocab_size", "tgt_vocab_size", "n_layers", "max_len",
-                     "max_positions"):
+                     "n_positions"):
             require_int(getattr(self, name), name)
         _check_layer_sizes(self.d_model, self.n_heads, self.d_ff, self.dropout,
                            self.norm_first)
-        if self.max_len + 1 > self.max_positions:
-            raise ValueError(f"max_positions = {self.max_positions} must exceed max_len = "
+        if self.max_len + 1 > self.n_positions:
+            raise ValueError(f"n_positions = {self.n_positions} must exceed max_len = "
                              f"{self.max_len}: decoding reads <start> and max_len tokens")
-
-
-def config_for(task, **fields) -> TransformerConfig:
-    """A TransformerConfig for a `translation.TranslationTask`: the vocabulary sizes from
-    the task, every other field from `fields`."""
-    return TransformerConfig(**vocabulary_sizes(task, fields), **fields)
 
 
 class Transformer(nn.Module):
@@ -322,8 +315,8 @@ class Transformer(nn.Module):
             # std d^-1/2, so that E x sqrt(d_model) has entries of size 1, like the positional
             # encoding; PyTorch's default std 1 would drown the positions by sqrt(d_model)
             nn.init.normal_(embedding.weight, std=d ** -0.5)
-        self.register_buffer("positions", sinusoidal_encoding(config.max_positions, d),
-                             persistent=False)  # (max_positions, d_model)
+        self.register_buffer("positions", sinusoidal_encoding(config.n_positions, d),
+                             persistent=False)  # (n_positions, d_model)
         self.encoder = nn.ModuleList(EncoderLayer(**layer) for _ in range(config.n_layers))
         self.decoder = nn.ModuleList(DecoderLayer(**layer) for _ in range(config.n_layers))
         # pre-LN leaves the residual stream unnormalised: one LayerNorm closes each stack
@@ -335,9 +328,9 @@ class Transformer(nn.Module):
     def _embed(self, embedding: nn.Embedding, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
         """ids (B, T) -> E ids sqrt(d_model) + PE[start : start + T]: (B, T, d_model)."""
         end = start + ids.shape[1]
-        if end > self.config.max_positions:
-            raise ValueError(f"a sequence of {end} tokens is longer than max_positions = "
-                             f"{self.config.max_positions}")
+        if end > self.config.n_positions:
+            raise ValueError(f"a sequence of {end} tokens is longer than n_positions = "
+                             f"{self.config.n_positions}")
         x = embedding(ids) * math.sqrt(self.config.d_model)  # (B, T, d_model)
         return self.dropout(x + self.positions[start:end])  # (T, d_model) broadcast over B
 

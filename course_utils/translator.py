@@ -1,6 +1,6 @@
 """The assembled translator of units 02-04: encoder + either decoder, trained and evaluated.
 
-    model = Seq2Seq(seq2seq.config_for(task, d_h=64, attention="additive", bidirectional=True))
+    model = Seq2Seq(config_for(task, d_h=64, attention="additive", bidirectional=True))
     history = train(model, train_data, epochs=6, batch_size=128, lr=1e-2, schedule="linear")
     correct = evaluate(model, test_data)          # (N,) bool, exact match of greedy decoding
     ids, weights = model.translate(src, lengths, return_weights=True)
@@ -10,6 +10,9 @@ gives unit 03's (`attention_decoder.AttentionDecoder`, or `attention_decoder.Luo
 `decoder="luong"`); `train` is `training.fit` with minibatch epochs and teacher forcing;
 `seconds_per_step` times one training step of a copy of a model (a Transformer too);
 `attention_scores` gives the raw scores of every teacher-forced step beside its weights.
+`config_for(task, ...)` fills a model config's vocabulary sizes from a translation task, for
+the RNN (Seq2SeqConfig, the default) and for the Transformer (`config_for(task,
+TransformerConfig, d_model=48, ...)`): the models themselves know nothing of the task.
 """
 
 from __future__ import annotations
@@ -22,12 +25,39 @@ import torch.nn as nn
 
 from course_utils._checks import require_int
 from course_utils.attention_decoder import AttentionDecoder, LuongDecoder
-from course_utils.data.vocab import minibatches
+from course_utils.data.translation import TranslationTask
+from course_utils.data.vocab import Vocabulary, minibatches
 from course_utils.seq2seq import Decoder, Encoder, Seq2SeqConfig
 from course_utils.sequence import exact_match, greedy_decode, padded_cross_entropy
 from course_utils.training import History, fit, seconds_per_call
 
-__all__ = ["Seq2Seq", "attention_scores", "evaluate", "seconds_per_step", "train"]
+__all__ = ["Seq2Seq", "attention_scores", "config_for", "evaluate", "seconds_per_step", "train"]
+
+
+def config_for(task: TranslationTask, config_class: type = Seq2SeqConfig, **fields):
+    """A `config_class` (Seq2SeqConfig or transformer.TransformerConfig) for `task` (a
+    `translation.TranslationTask`): src_vocab_size and tgt_vocab_size from the task's
+    vocabularies, every other field from `fields`.
+
+        config_for(task, d_h=64, attention="additive", bidirectional=True, max_len=30)
+        config_for(task, TransformerConfig, d_model=48, n_heads=4, d_ff=96, n_layers=2)
+    """
+    vocabs = (getattr(task, "src_vocab", None), getattr(task, "tgt_vocab", None))
+    if not all(isinstance(v, Vocabulary) for v in vocabs):
+        raise ValueError(f"task must be a translation.TranslationTask (with src_vocab and "
+                         f"tgt_vocab); got {type(task).__name__}")
+    if not isinstance(config_class, type) or \
+            not {"src_vocab_size", "tgt_vocab_size"} <= set(
+                getattr(config_class, "__dataclass_fields__", ())):
+        raise ValueError(f"config_class must be a config dataclass with src_vocab_size and "
+                         f"tgt_vocab_size (Seq2SeqConfig, TransformerConfig); got "
+                         f"{config_class!r}")
+    given = sorted({"src_vocab_size", "tgt_vocab_size"} & set(fields))
+    if given:
+        raise ValueError(f"config_for takes the vocabulary sizes from the task; do not pass "
+                         f"{', '.join(given)}")
+    return config_class(src_vocab_size=len(task.src_vocab), tgt_vocab_size=len(task.tgt_vocab),
+                        **fields)
 
 
 class Seq2Seq(nn.Module):

@@ -128,6 +128,15 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.fixture(scope="session")
+def story_tok():
+    """The tiny BERT's tokenizer, tiny_bert.story_tokenizer(seed=0) (about 570 tokens), shared
+    by the tests of tiny_bert, bert_pretraining, fine_tuning and shipped_tiny_bert."""
+    from course_utils.tiny_bert import story_tokenizer
+
+    return story_tokenizer()
+
+
 # Debian's chromium, driven by Playwright (its own browser download is never used): the
 # browser tests of the formgrader and of the widgets share it.
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

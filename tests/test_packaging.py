@@ -129,9 +129,9 @@ def test_a_built_wheel_installs_every_module_and_data_file(tmp_path):
         "import course_grader\n"
         "templates = pathlib.Path(course_grader.__file__).parent / 'feedback_templates'\n"
         "assert any(templates.rglob('*.j2')), 'feedback templates missing'\n"
-        "from course_utils.tiny_bert import SHIPPED, tiny_bert_metadata\n"
+        "from course_utils.shipped_tiny_bert import SHIPPED, shipped_metadata\n"
         f"assert SHIPPED.is_relative_to({str(venv)!r}), SHIPPED\n"
-        "assert 'recipe' in tiny_bert_metadata(), 'the tiny BERT weights are missing'\n"
+        "assert 'recipe' in shipped_metadata(), 'the tiny BERT weights are missing'\n"
         "print(len(sys.modules))\n"
     )
     env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "MPLBACKEND": "Agg",

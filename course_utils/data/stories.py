@@ -29,6 +29,7 @@ What is here, all generated from a seed with Python's `random` (the same on ever
 
     make_stories(n)         stories to pretrain a tiny BERT on (masked words + next sentence)
     nsp_pairs(stories, n)   (A, B, is_next) pairs for next-sentence prediction
+    story_texts(stories)    every sentence of the stories as text (to train a tokenizer on)
     make_classification(n)  a fine-tuning task: what kind of thing (object, food, animal)?
     analysis_sentences()    ~40 fixed sentences, and analysis_pairs() 20 fixed pairs, to
     analysis_pairs()        measure which attention heads of a real BERT follow a relation
@@ -70,6 +71,7 @@ __all__ = [
     "make_classification",
     "make_stories",
     "nsp_pairs",
+    "story_texts",
     "vocabulary_words",
 ]
 
@@ -674,6 +676,20 @@ def _require_stories(stories) -> list[Story]:
         raise ValueError(f"stories must be {wanted}, at least two of them of two or more "
                          f"sentences; got {len(stories)} stories")
     return list(stories)
+
+
+def story_texts(stories) -> list[str]:
+    """Every sentence of `stories` (from make_stories) as text, story after story."""
+    if not isinstance(stories, list | tuple):
+        raise ValueError(f"stories must be a list of stories (tuples of Sentences, from "
+                         f"make_stories); got {type(stories).__name__}")
+    texts = []
+    for story in stories:
+        if not isinstance(story, tuple) or not all(isinstance(s, Sentence) for s in story):
+            raise ValueError(f"stories must hold stories (tuples of Sentences, from "
+                             f"make_stories); got an element of type {type(story).__name__}")
+        texts += [sentence.text for sentence in story]
+    return texts
 
 
 def nsp_pairs(stories, n: int, seed: int = 0) -> list[tuple[Sentence, Sentence, bool]]:

@@ -40,7 +40,6 @@ __all__ = [
     "random_pair",
     "source_vocabulary",
     "target_vocabulary",
-    "vocabulary_sizes",
 ]
 
 _SMALL = ("zero one two three four five six seven eight nine ten eleven twelve thirteen "
@@ -163,21 +162,6 @@ def make_task(n_train: int = 6000, n_test: int = 1000, seed: int = 0, *,
         raise ValueError(f"could not draw {n_train} training pairs that differ from the held-out "
                          f"ones with {min_numbers}..{max_numbers} numbers; ask for fewer")
     return TranslationTask(train, test, source_vocabulary(), target_vocabulary())
-
-
-def vocabulary_sizes(task, fields: dict) -> dict:
-    """The `src_vocab_size` and `tgt_vocab_size` of a model config for `task` (a
-    TranslationTask), after checking that `fields` (the rest of the config) does not give
-    them too: the `config_for` of `seq2seq` and of `transformer`."""
-    vocabs = (getattr(task, "src_vocab", None), getattr(task, "tgt_vocab", None))
-    if not all(isinstance(v, Vocabulary) for v in vocabs):
-        raise ValueError(f"task must be a translation.TranslationTask (with src_vocab and "
-                         f"tgt_vocab); got {type(task).__name__}")
-    given = sorted({"src_vocab_size", "tgt_vocab_size"} & set(fields))
-    if given:
-        raise ValueError(f"config_for takes the vocabulary sizes from the task; do not pass "
-                         f"{', '.join(given)}")
-    return {"src_vocab_size": len(task.src_vocab), "tgt_vocab_size": len(task.tgt_vocab)}
 
 
 @dataclass

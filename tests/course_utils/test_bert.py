@@ -127,7 +127,7 @@ def random_pair(dtype=torch.float64):
             if "bias" in name or "LayerNorm" in name:
                 p.add_(0.3 * torch.randn_like(p))
     ours = Bert(BertConfig(vocab_size=50, d_model=24, n_layers=2, n_heads=4, d_ff=40,
-                           max_len=32, dropout=0.0)).to(dtype).eval()
+                           n_positions=32, dropout=0.0)).to(dtype).eval()
     state_from_hf(ours, hf.state_dict())
     return ours, hf
 
@@ -177,7 +177,7 @@ def test_loader_accepts_the_bert_prefix_of_pretraining_checkpoints():
 
 
 def test_embeddings_restart_positions_in_every_example():
-    cfg = BertConfig(vocab_size=20, d_model=8, n_layers=1, n_heads=2, d_ff=16, max_len=10,
+    cfg = BertConfig(vocab_size=20, d_model=8, n_layers=1, n_heads=2, d_ff=16, n_positions=10,
                      dropout=0.0)
     emb = BertEmbeddings(cfg).eval()
     ids = torch.tensor([[2, 7, 3], [2, 9, 3]])
@@ -188,7 +188,7 @@ def test_embeddings_restart_positions_in_every_example():
     # the same token at the same position gives the same vector in both examples
     torch.testing.assert_close(x[0, 0], x[1, 0])
     assert emb(ids).shape == (2, 3, 8)
-    with pytest.raises(ValueError, match="max_len = 10"):
+    with pytest.raises(ValueError, match="n_positions = 10"):
         emb(torch.zeros(1, 11, dtype=torch.long))
     with pytest.raises(ValueError, match=r"segments must lie in \[0, 1\]"):
         emb(ids, segments + 1)
@@ -208,7 +208,7 @@ def test_config_errors_name_the_field():
 def test_bert_base_has_110m_parameters():
     base = BertConfig(vocab_size=30522, d_model=768, n_layers=12, n_heads=12, d_ff=3072)
     assert bert_parameters(base) == 109_482_240  # "110M" in the paper
-    small = BertConfig(vocab_size=300, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_len=40)
+    small = BertConfig(vocab_size=300, d_model=32, n_layers=2, n_heads=4, d_ff=64, n_positions=40)
     assert count_parameters(Bert(small)) == bert_parameters(small)
 
 
@@ -256,7 +256,7 @@ def test_mask_tokens_is_reproducible_and_checks_its_arguments():
 
 
 def test_pretraining_heads_tie_the_token_embeddings_and_train():
-    cfg = BertConfig(vocab_size=30, d_model=16, n_layers=1, n_heads=2, d_ff=32, max_len=12,
+    cfg = BertConfig(vocab_size=30, d_model=16, n_layers=1, n_heads=2, d_ff=32, n_positions=12,
                      dropout=0.0)
     model = BertForPretraining(cfg)
     gen = torch.Generator().manual_seed(0)

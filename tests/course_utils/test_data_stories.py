@@ -25,6 +25,7 @@ from course_utils.data.stories import (
     make_classification,
     make_stories,
     nsp_pairs,
+    story_texts,
     vocabulary_words,
 )
 
@@ -99,6 +100,15 @@ def test_the_analysis_set_is_fixed_and_the_same_in_another_process():
 
 
 # ----------------------------------------------------------------------------- sentences
+
+def test_story_texts_are_every_sentence_story_after_story():
+    two = make_stories(2, seed=4)
+    assert story_texts(two) == [s.text for story in two for s in story]
+    with pytest.raises(ValueError, match="stories must"):
+        story_texts("mary met tom .")
+    with pytest.raises(ValueError, match="stories must"):
+        story_texts([("mary met tom .",)])
+
 
 def test_a_sentence_is_frozen_hashable_and_joins_its_words():
     s = analysis_sentences()[0]

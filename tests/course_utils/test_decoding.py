@@ -22,8 +22,8 @@ from course_utils.decoding import (
     sequence_log_prob,
 )
 from course_utils.seq2seq import greedy_decode
-from course_utils.transformer import Transformer, config_for
-from course_utils.translator import train
+from course_utils.transformer import Transformer, TransformerConfig
+from course_utils.translator import config_for, train
 
 A, B, C = 4, 5, 6  # three ordinary tokens of a hand-built model with V = 7
 
@@ -122,7 +122,8 @@ def task():
 def trained(task):
     """A small Transformer trained briefly: confident in places, unsure in others."""
     generator = seed_everything(0)
-    model = Transformer(config_for(task, d_model=16, n_heads=2, d_ff=32, n_layers=1,
+    model = Transformer(config_for(task, TransformerConfig,
+                                   d_model=16, n_heads=2, d_ff=32, n_layers=1,
                                    norm_first=True, max_len=12))
     data = translation.make_batch(task.train, task.src_vocab, task.tgt_vocab)
     train(model, data, epochs=2, batch_size=32, lr=1e-2, generator=generator, progress=False)

@@ -17,7 +17,6 @@ from course_utils.seq2seq import (
     Encoder,
     EncoderOutput,
     Seq2SeqConfig,
-    config_for,
     decoder_step,
     encode,
     exact_match,
@@ -28,7 +27,7 @@ from course_utils.seq2seq import (
     reverse_padded,
     token_accuracy,
 )
-from course_utils.translator import Seq2Seq, evaluate, train
+from course_utils.translator import Seq2Seq, config_for, evaluate, train
 
 V_SRC, V_TGT, D_EMB, D_H = 11, 9, 5, 7
 
@@ -561,6 +560,8 @@ def test_config_for_fills_the_vocabulary_sizes_from_the_task():
         config_for(make_batch(task.train, task.src_vocab, task.tgt_vocab))
     with pytest.raises(ValueError, match="d_h must be a positive int"):
         config_for(task, d_h=0)
+    with pytest.raises(ValueError, match="config_class must be a config dataclass"):
+        config_for(task, dict)
 
 
 def test_config_rejects_settings_that_would_be_ignored():

@@ -11,8 +11,8 @@ from safetensors.torch import load_file, save_file
 
 from course_utils import shipped_translators as unit03
 from course_utils.data import translation
-from course_utils.transformer import Transformer, config_for
-from course_utils.translator import Seq2Seq, evaluate, seconds_per_step
+from course_utils.transformer import Transformer, TransformerConfig
+from course_utils.translator import Seq2Seq, config_for, evaluate, seconds_per_step
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +144,8 @@ def test_write_and_load_round_trip_and_refusals(task, tmp_path, monkeypatch):
 def test_seconds_per_step_times_a_copy_and_leaves_the_model_alone(task):
     batch = translation.make_batch(task.train[:16], task.src_vocab, task.tgt_vocab)
     for model in (Seq2Seq(unit03.build(task, "attention").config),
-                  Transformer(config_for(task, d_model=16, n_heads=2, d_ff=32, n_layers=1))):
+                  Transformer(config_for(task, TransformerConfig,
+                                         d_model=16, n_heads=2, d_ff=32, n_layers=1))):
         before = {k: v.clone() for k, v in model.state_dict().items()}
         seconds = seconds_per_step(model.eval(), batch, repeats=2)
         assert 0 < seconds < 5

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -18,6 +19,7 @@ import pytest
 import tokenizers
 import torch
 
+from course_utils import tokenization
 from course_utils.data import corpus as C
 from course_utils.tokenization import SPECIAL_TOKENS, WordPiece, basic_tokenize, train_wordpiece
 
@@ -245,6 +247,31 @@ def test_special_tokens_written_in_the_text_stay_whole(wp):
     assert wp.word_ids("a[MASK]b") == [None, 0, 1, 2, None]
 
 
+def tokenize_by_definition(wp: WordPiece, text: str) -> list[str]:
+    """The pieces of `text` without the word cache: the written special tokens found first,
+    basic_tokenize and split_word on the rest, the whole text at once."""
+    written = sorted({t for t in (*SPECIAL_TOKENS, wp.unk) if t in wp.vocab}, key=len,
+                     reverse=True)
+    pieces = []
+    for i, part in enumerate(re.split("(" + "|".join(map(re.escape, written)) + ")", text)):
+        pieces += [part] if i % 2 else [p for w in basic_tokenize(part) for p in wp.split_word(w)]
+    return pieces
+
+
+def test_the_word_cache_gives_what_tokenizing_the_whole_text_gives(wp, monkeypatch):
+    """WordPiece cuts each " "-separated chunk once and remembers it; the pieces must be those
+    of the whole text, whatever stands beside a space (accents, controls, CJK, special tokens,
+    runs of spaces), also when the cache is full and starts again."""
+    rng = random.Random(7)
+    texts = [sentence(rng) for _ in range(400)] + SPECIAL + CONTROL + EMOJI + SCRIPTS + [
+        "a  b", " a", "a ", "", " ", "x [MASK]y [SEP]", "cafe\u0301 e\u0301", "a\u3000b",
+        "a\u2028b c", "我 爱", "[MA SK]", "don 't", "the\x00 cat", "ÅNGSTRÖM Ångström"]
+    monkeypatch.setattr(tokenization, "CACHE_CHUNKS", 16)  # full, and cleared, many times
+    fresh = WordPiece(wp.tokens)
+    for text in texts + texts[::-1]:  # the second pass reads cached chunks
+        assert fresh.tokenize(text) == tokenize_by_definition(wp, text), repr(text)
+
+
 def test_decode_glues_the_pieces_back(wp):
     for text in ["He likes playing, doesn't he?", "Tokenization of unbelievably long words",
                  "Ångström café", ""]:
@@ -270,7 +297,7 @@ def test_encode_batch_pads_and_masks(wp):
     assert segments[0].tolist() == [0] * 6 + [1] * 4
     assert segments[1].tolist() == [0, 0, 0, 1, 1, 1, 0, 0, 0, 0]  # 0 at padding
     assert ids.shape == (2, 10) and mask[1].tolist() == [True] * 6 + [False] * 4
-    assert wp.encode_batch(["a b"], max_len=4)[0].shape == (1, 4)
+    assert wp.encode_batch(["a b"], n_positions=4)[0].shape == (1, 4)
 
 
 def test_save_and_load_give_back_the_vocabulary(wp, tmp_path):
@@ -309,10 +336,10 @@ def test_bad_input_is_refused_with_a_message_that_names_what_was_expected(wp):
         WordPiece(["[UNK]", "a\nb"])
     with pytest.raises(ValueError, match="not a file"):
         WordPiece.from_vocab_file("/no/such/vocab.txt")
-    with pytest.raises(ValueError, match=r"texts\[1\] is 7 tokens long .* over max_len=6"):
-        wp.encode_batch(["short", "a bit longer one here"], max_len=6)
+    with pytest.raises(ValueError, match=r"texts\[1\] is 7 tokens long .* over n_positions=6"):
+        wp.encode_batch(["short", "a bit longer one here"], n_positions=6)
     with pytest.raises(ValueError, match=r"texts\[0\] with pairs\[0\] is 7 tokens long"):
-        wp.encode_batch(["a b"], ["c d"], max_len=5)
+        wp.encode_batch(["a b"], ["c d"], n_positions=5)
     with pytest.raises(ValueError, match="pairs must have one str per text, 2 of them; got 1"):
         wp.encode_batch(["a", "b"], ["c"])
     with pytest.raises(ValueError, match="texts must be a list of str; got str"):

@@ -24,6 +24,7 @@ from course_utils.training import (
     accuracy_by_bucket,
     available_cpus,
     count_parameters,
+    eval_mode,
     fit,
     running_mean,
     seconds_per_call,
@@ -68,6 +69,21 @@ def test_available_cpus_counts_the_cores_this_process_may_use():
         assert available_cpus() == 1
     finally:
         os.sched_setaffinity(0, before)
+
+
+def test_eval_mode_switches_to_eval_and_restores_the_mode_also_on_error():
+    model = torch.nn.Sequential(torch.nn.Dropout(0.5))
+    for mode in (True, False):
+        model.train(mode)
+        with eval_mode(model) as inside:
+            assert inside is model and not model.training and not model[0].training
+        assert model.training is mode and model[0].training is mode
+    model.train()
+    with pytest.raises(RuntimeError, match="boom"), eval_mode(model):
+        raise RuntimeError("boom")
+    assert model.training
+    with pytest.raises(ValueError, match="torch.nn.Module"), eval_mode("model"):
+        pass
 
 
 def test_seed_everything_is_exported_from_the_package():

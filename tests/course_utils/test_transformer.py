@@ -17,11 +17,10 @@ from course_utils.transformer import (
     Transformer,
     TransformerConfig,
     causal_mask,
-    config_for,
     padding_mask,
     padding_mask_from_ids,
 )
-from course_utils.translator import evaluate, train
+from course_utils.translator import config_for, evaluate, train
 
 D, HEADS, D_FF = 16, 4, 24
 
@@ -176,7 +175,7 @@ def test_encoder_layer_is_permutation_equivariant_without_positions():
     (lambda: DecoderLayer(16, 4, 8, norm_first="yes"), "norm_first"),
     (lambda: EncoderLayer(16, 4, 8, activation="tanh"), "activation"),
     (lambda: TransformerConfig(10, 10, d_model=30, n_heads=4), "divisible"),
-    (lambda: TransformerConfig(10, 10, max_len=40, max_positions=40), "max_positions"),
+    (lambda: TransformerConfig(10, 10, max_len=40, n_positions=40), "n_positions"),
     (lambda: TransformerConfig(10, 0), "tgt_vocab_size"),
 ])
 def test_bad_sizes_raise_errors_that_name_them(make, message):
@@ -211,7 +210,8 @@ def trained(task):
     """A small model trained a little: its greedy outputs vary in length and content."""
     data = translation.make_batch(task.train, task.src_vocab, task.tgt_vocab)
     generator = seed_everything(0)
-    model = Transformer(config_for(task, d_model=32, n_heads=4, d_ff=48, n_layers=2,
+    model = Transformer(config_for(task, TransformerConfig,
+                                   d_model=32, n_heads=4, d_ff=48, n_layers=2,
                                    max_len=20))
     train(model, data, epochs=3, batch_size=32, lr=3e-3, generator=generator, progress=False)
     return model.eval()
@@ -220,7 +220,8 @@ def trained(task):
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_forward_shapes_and_loss(task, norm_first):
     torch.manual_seed(0)
-    model = Transformer(config_for(task, d_model=16, n_heads=2, d_ff=32, n_layers=1,
+    model = Transformer(config_for(task, TransformerConfig,
+                                   d_model=16, n_heads=2, d_ff=32, n_layers=1,
                                    norm_first=norm_first))
     batch = translation.make_batch(task.train[:5], task.src_vocab, task.tgt_vocab)
     logits = model(batch.src, batch.src_lengths, batch.tgt[:, :-1])
@@ -233,7 +234,7 @@ def test_forward_shapes_and_loss(task, norm_first):
 
 def test_padding_does_not_change_a_sentences_logits(task):
     torch.manual_seed(0)
-    model = Transformer(config_for(task, d_model=16, n_heads=2, d_ff=32)).eval()
+    model = Transformer(config_for(task, TransformerConfig, d_model=16, n_heads=2, d_ff=32)).eval()
     batch = translation.make_batch(task.train[:6], task.src_vocab, task.tgt_vocab)
     both = model(batch.src, batch.src_lengths, batch.tgt[:, :-1])
     for b in range(6):
@@ -244,7 +245,7 @@ def test_padding_does_not_change_a_sentences_logits(task):
 
 def test_teacher_forced_logits_do_not_read_later_targets(task):
     torch.manual_seed(0)
-    model = Transformer(config_for(task, d_model=16, n_heads=2, d_ff=32)).eval()
+    model = Transformer(config_for(task, TransformerConfig, d_model=16, n_heads=2, d_ff=32)).eval()
     batch = translation.make_batch(task.train[:4], task.src_vocab, task.tgt_vocab)
     tgt_in = batch.tgt[:, :-1]
     changed = tgt_in.clone()
@@ -255,7 +256,8 @@ def test_teacher_forced_logits_do_not_read_later_targets(task):
 
 
 def test_decode_returns_weights_per_layer(task):
-    model = Transformer(config_for(task, d_model=16, n_heads=2, d_ff=32, n_layers=3)).eval()
+    model = Transformer(config_for(task, TransformerConfig,
+                                   d_model=16, n_heads=2, d_ff=32, n_layers=3)).eval()
     batch = translation.make_batch(task.train[:2], task.src_vocab, task.tgt_vocab)
     memory, src_mask, enc_w = model.encode(batch.src, batch.src_lengths, return_weights=True)
     _, w = model.decode(batch.tgt[:, :-1], memory, src_mask, return_weights=True)
@@ -301,7 +303,8 @@ def test_model_learns_to_translate_a_few_pairs_exactly(task, norm_first):
     """Training, decoding and the loss fit together: eight pairs are learnt by heart."""
     data = translation.make_batch(task.train[:8], task.src_vocab, task.tgt_vocab)
     generator = seed_everything(0)
-    model = Transformer(config_for(task, d_model=32, n_heads=4, d_ff=48, n_layers=2,
+    model = Transformer(config_for(task, TransformerConfig,
+                                   d_model=32, n_heads=4, d_ff=48, n_layers=2,
                                    max_len=20, norm_first=norm_first))
     assert evaluate(model, data).float().mean() == 0
     train(model, data, epochs=60, batch_size=8, lr=1e-2, generator=generator, progress=False)
@@ -315,19 +318,21 @@ def test_evaluate_and_train_accept_the_transformer(trained, task):
 
 
 def test_sequences_longer_than_the_position_table_are_refused(task):
-    model = Transformer(config_for(task, d_model=16, n_heads=2, d_ff=32, max_len=5,
-                                   max_positions=8))
+    model = Transformer(config_for(task, TransformerConfig,
+                                   d_model=16, n_heads=2, d_ff=32, max_len=5,
+                                   n_positions=8))
     src = torch.full((1, 9), 5)
-    with pytest.raises(ValueError, match="max_positions = 8"):
+    with pytest.raises(ValueError, match="n_positions = 8"):
         model.encode(src, torch.tensor([9]))
 
 
 def test_config_for_takes_sizes_from_the_task(task):
-    cfg = config_for(task, d_model=32)
+    cfg = config_for(task, TransformerConfig, d_model=32)
+    assert isinstance(cfg, TransformerConfig)
     assert cfg.src_vocab_size == len(task.src_vocab) and cfg.d_model == 32
     with pytest.raises(ValueError, match="do not pass"):
-        config_for(task, src_vocab_size=3)
+        config_for(task, TransformerConfig, src_vocab_size=3)
     with pytest.raises(ValueError, match="TranslationTask"):
-        config_for(object())
+        config_for(object(), TransformerConfig)
     with pytest.raises(ValueError, match="TransformerConfig"):
         Transformer(cfg.__dict__)

@@ -680,7 +680,7 @@ CLAIMS: dict[str, list[Claim]] = {
     ],
     # Values: native (AVX-512) path with two threads (make lectures) / both paths on one thread
     # each (this test, one core per run), the lecture's seed 0 (1,500 steps of
-    # tiny_bert.PRETRAINING). In the 1,800-step runs of the same recipe measured on one thread
+    # tiny_bert.RECIPE). In the 1,800-step runs of the same recipe measured on one thread
     # (both paths), NSP stayed at about 0.64 from step 600 to the end: the opening clue only.
     "07_bert": [
         # 0.663 / 0.661 / 0.666; seeds 1, 2: 0.617, 0.639
@@ -747,7 +747,7 @@ CLAIMS: dict[str, list[Claim]] = {
               "sum(k == n for _, k, _, n in neighbours['random'])", 2, 14),
     ],
     # Values: native (AVX-512) / default code path. The tiny BERT is the shipped one
-    # (load_tiny_bert: pretrained_tiny_bert(seed=0) on the native path, written by `make
+    # (shipped_tiny_bert.load: pretrained_tiny_bert(seed=0) on the native path, written by `make
     # tiny-bert`), the same weights on both paths; its values below were measured when lecture 08
     # still retrained it (native = the shipped model; default = the default path's own run; in
     # brackets, the retired 700-step recipe with seeds 1 and 2). The bands still hold for a model

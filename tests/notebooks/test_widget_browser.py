@@ -30,7 +30,7 @@ from course_utils.widgets import attention_explorer, temperature_explorer
 
 torch.manual_seed(0)
 model = Bert(BertConfig(vocab_size=30, d_model=16, n_layers=2, n_heads=2, d_ff=32,
-                        max_len=16)).eval()
+                        n_positions=16)).eval()
 ids = torch.tensor([[2, 5, 7, 9, 3, 0], [2, 11, 13, 17, 19, 3]])
 with torch.no_grad():
     out = model(ids, attention_mask=ids != 0)
