@@ -70,6 +70,7 @@ def save(model: BertForPretraining, tokenizer: WordPiece, path, seed: int = 0,
         metadata[name] = f"{require_positive_number(value, name, zero=True):.4f}"
     save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()}, str(path),
               metadata)
+    Path(path).chmod(0o644)  # safetensors writes 0600; the file ships to every user
 
 
 def shipped_metadata(path=SHIPPED) -> dict[str, str]:

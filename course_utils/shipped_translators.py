@@ -1,6 +1,8 @@
-"""The translators of units 03 and 04, trained once with their unit's recipe and shipped.
+"""The translators of units 02-04, trained once with their unit's recipe and shipped.
 
-Lecture 03 trains its baseline and its attention model in front of the reader; the models it
+Lecture 02 trains its forward seq2seq model and reads the two old tricks (a reversed source,
+the final state fed to every step), trained with the same recipe, from
+course_utils/data/seq2seq_tricks.safetensors. Lecture 03 trains its baseline and its attention model in front of the reader; the models it
 compares them with (a forward-only encoder, Luong's decoder) and the RNN that lecture 06 sets
 beside the Transformer are the same code on the same data with the same seed, trained once by
 `make translators` and read from course_utils/data/translators.safetensors. Lecture 04 trains
@@ -9,7 +11,7 @@ No lecture spends minutes repeating a training it has already shown.
 
     Recipe                one unit's task, sizes, training recipe and variants (name -> the
                           one thing that model changes), the variants it ships and its file
-    UNIT03, UNIT04        the two recipes; TASK, SIZES, RECIPE, VARIANTS are unit 03's
+    UNIT02, UNIT03, UNIT04  the three recipes; TASK, SIZES, RECIPE, VARIANTS are unit 03's
     make_task             the recipe's 6,000 training and 1,000 held-out pairs
     build                 a fresh Seq2Seq of one variant (weights from the global RNG)
     train_variant         seed_everything(0), build, train with the recipe -> (model, History)
@@ -38,9 +40,9 @@ from course_utils.data import translation
 from course_utils.training import History, seed_everything
 from course_utils.translator import Seq2Seq, config_for, evaluate, train
 
-__all__ = ["RECIPE", "RECIPES", "SHIPPED", "SHIPPED_VARIANTS", "SIZES", "TASK", "UNIT03", "UNIT04",
-           "VARIANTS", "Recipe", "build", "load", "make_task", "shipped_metadata",
-           "train_variant", "write_shipped"]
+__all__ = ["RECIPE", "RECIPES", "SHIPPED", "SHIPPED_VARIANTS", "SIZES", "TASK", "UNIT02",
+           "UNIT03", "UNIT04", "VARIANTS", "Recipe", "build", "load", "make_task",
+           "shipped_metadata", "train_variant", "write_shipped"]
 
 DATA = Path(__file__).parent / "data"
 SEED = 0
@@ -89,18 +91,29 @@ UNIT04 = Recipe(
               for score in ("additive", "multiplicative", "dot", "scaled_dot", "cosine")},
     shipped=("additive", "dot", "scaled_dot", "cosine"),
     path=DATA / "score_functions.safetensors")
-RECIPES = {"03": UNIT03, "04": UNIT04}
+# Lecture 02: the forward GRU seq2seq model (d_h = 128, no attention) and the two old tricks;
+# it trains "forward" itself.
+UNIT02 = Recipe(
+    "02", task=TASK,
+    sizes={"d_emb": 32, "d_h": 128, "max_len": 30},
+    training={"epochs": 6, "batch_size": 128, "lr": 8e-3, "schedule": "constant"},
+    variants={"forward": {}, "reversed source": {"reverse_source": True},
+              "final state fed to every step": {"feed_final": True}},
+    shipped=("reversed source", "final state fed to every step"),
+    path=DATA / "seq2seq_tricks.safetensors")
+RECIPES = {"02": UNIT02, "03": UNIT03, "04": UNIT04}
 
 
 def _recipe(recipe) -> Recipe:
     if not isinstance(recipe, Recipe):
-        raise ValueError(f"recipe must be a Recipe (UNIT03 or UNIT04); got "
+        raise ValueError(f"recipe must be a Recipe (UNIT02, UNIT03 or UNIT04); got "
                          f"{type(recipe).__name__}")
     return recipe
 
 
 def make_task(recipe: Recipe = UNIT03) -> translation.TranslationTask:
-    """translation.make_task(**recipe.task): unit 03's pairs (also lecture 06's), or unit 04's."""
+    """translation.make_task(**recipe.task): unit 03's pairs (also lectures 02 and 06's), or
+    unit 04's."""
     return translation.make_task(**_recipe(recipe).task)
 
 

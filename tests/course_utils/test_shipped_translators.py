@@ -1,12 +1,15 @@
-"""Unit 03's shipped translators: the file holds today's recipe and data, its models do what
-lectures 03 and 06 say of them, and the loader refuses anything else with a clear error."""
+"""The shipped translators of units 02-04: each file holds today's recipe and data, its models do
+what lectures 02, 03, 04 and 06 say of them, the recipes are the lectures' own, and the loader
+refuses anything else with a clear error."""
 
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
+from conftest import ROOT, read
 from safetensors.torch import load_file, save_file
 
 from course_utils import shipped_translators as unit03
@@ -25,7 +28,7 @@ def test_data(task):
     return translation.make_batch(task.test, task.src_vocab, task.tgt_vocab)
 
 
-@pytest.mark.parametrize("recipe", [unit03.UNIT03, unit03.UNIT04], ids=lambda r: r.unit)
+@pytest.mark.parametrize("recipe", list(unit03.RECIPES.values()), ids=lambda r: r.unit)
 def test_each_file_holds_todays_recipe_data_and_every_shipped_variant(recipe):
     metadata = unit03.shipped_metadata(recipe.path)
     assert metadata["recipe"] == json.loads(json.dumps(recipe.as_dict()))
@@ -41,9 +44,38 @@ def test_the_lectures_train_what_is_not_shipped():
     # 06), lecture 04 its multiplicative model
     assert set(unit03.VARIANTS) - set(unit03.SHIPPED_VARIANTS) == {"no attention"}
     assert set(unit03.UNIT04.variants) - set(unit03.UNIT04.shipped) == {"multiplicative"}
+    assert set(unit03.UNIT02.variants) - set(unit03.UNIT02.shipped) == {"forward"}
+
+
+def lecture_code(name: str) -> str:
+    return "\n".join(c.source for c in read(ROOT / "lectures" / f"{name}.ipynb").cells
+                     if c.cell_type == "code")
+
+
+def test_unit02s_recipe_is_the_one_lecture_02_trains_its_forward_model_with():
+    """Lecture 02 trains "forward" with train_model and loads the two tricks: the file's
+    recipe must be train_model's (task, sizes, training settings, the tricks' flags)."""
+    code = re.sub(r"\s+", " ", lecture_code("02_seq2seq_rnn"))
+    recipe = unit03.UNIT02
+    task = ", ".join(f"{k}={v}" for k, v in recipe.task.items())
+    assert f"translation.make_task({task})" in code
+    sizes = ", ".join(f"{k}={v}" for k, v in recipe.sizes.items())
+    assert f"config_for(task, {sizes}, **tricks)" in code
+    training = recipe.training
+    assert training["schedule"] == "constant" and "schedule=" not in code  # train's default
+    call = re.search(r"train\(model, train_data, epochs=(\d+), batch_size=(\d+), "
+                     r"lr=([\d.e-]+), generator=generator", code)
+    assert call, "lecture 02's train_model call"
+    assert (int(call[1]), int(call[2]), float(call[3])) == (
+        training["epochs"], training["batch_size"], training["lr"])
+    assert recipe.variants["reversed source"] == {"reverse_source": True}
+    assert recipe.variants["final state fed to every step"] == {"feed_final": True}
+    assert 'train_model("forward")' in code
 
 
 @pytest.mark.parametrize("recipe, name, low, high", [
+    (unit03.UNIT02, "reversed source", 0.15, 0.45),  # lecture 02: not below forward's ~0.2
+    (unit03.UNIT02, "final state fed to every step", 0.33, 0.48),  # about two in five
     (unit03.UNIT03, "attention", 0.985, 1.0),
     (unit03.UNIT03, "attention, forward encoder", 0.95, 1.0),
     (unit03.UNIT03, "Luong", 0.985, 1.0),
