@@ -21,11 +21,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def durations(report: Path) -> list[tuple[float, str]]:
     """(seconds, test id) of every test case in a JUnit XML report, slowest first."""
+    return sorted(((seconds, test_id) for seconds, _, test_id in measures(report)),
+                  reverse=True)
+
+
+def measures(report: Path) -> list[tuple[float, float, str]]:
+    """(wall seconds, CPU seconds, test id) of every test case; the CPU seconds are the
+    `cpu_seconds` property that tests/conftest.py records (0 where a case has none)."""
     cases = []
     for case in ET.parse(report).getroot().iter("testcase"):
         test_id = f"{case.get('classname', '')}::{case.get('name', '')}"
-        cases.append((float(case.get("time", 0.0)), test_id))
-    return sorted(cases, reverse=True)
+        cpu = sum(float(p.get("value", 0)) for p in case.iter("property")
+                  if p.get("name") == "cpu_seconds")
+        cases.append((float(case.get("time", 0.0)), cpu, test_id))
+    return cases
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,14 +50,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"slowest {args.top} of {len(cases)} tests (last make test, {report.name}):")
     for seconds, test_id in cases[:args.top]:
         print(f"  {seconds:7.1f} s  {test_id}")
-    by_file = Counter()
-    for seconds, test_id in cases:
+    by_file, cpu_by_file = Counter(), Counter()
+    for seconds, cpu, test_id in measures(report):
         by_file[test_id.split("::")[0]] += seconds  # the classname: the module (or notebook)
-    print(f"slowest {min(args.top, len(by_file))} files:")
+        cpu_by_file[test_id.split("::")[0]] += cpu
+    print(f"slowest {min(args.top, len(by_file))} files (wall time; CPU time of the tests and "
+          f"their processes):")
     for name, seconds in by_file.most_common(args.top):
-        print(f"  {seconds:7.1f} s  {name}")
+        print(f"  {seconds:7.1f} s  {cpu_by_file[name]:7.1f} CPU-s  {name}")
     total = sum(seconds for seconds, _ in cases)
-    print(f"sum of all durations: {total:.0f} s ({total / 60:.1f} min)")
+    print(f"sum of all durations: {total:.0f} s ({total / 60:.1f} min); CPU: "
+          f"{sum(cpu_by_file.values()) / 60:.1f} CPU-min")
     return 0
 
 

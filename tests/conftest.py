@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import resource
 import shutil
 import socket
 import subprocess
@@ -113,6 +114,44 @@ def fresh_course(tmp_path_factory) -> Path:
     for unit in UNITS:
         run_nbgrader("generate_assignment", unit, "--force", cwd=course)
     return course
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (user + system), in seconds."""
+    own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
+                                                          resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.stash[CPU_AT_START] = cpu_seconds()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    yield
+    # what this test cost in CPU (its set-up, a module fixture's included, and its processes),
+    # beside its wall time in the report `make test` writes; `make bench` sums both by file
+    start = item.stash.get(CPU_AT_START, None)
+    if start is not None:
+        item.user_properties.append(("cpu_seconds", round(cpu_seconds() - start, 3)))
+
+
+CPU_AT_START = pytest.StashKey[float]()
+
+# The two longest files first (`make test`: about ten and five minutes on a busy 2-core
+# machine, against a minute or less for any other): each xdist worker starts one of them at
+# once and the short files fill in around them, instead of one of them starting last.
+LONGEST_FIRST = ("tests/notebooks/test_lectures.py", "tests/course_grader/test_adversarial.py")
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item) -> int:
+        path = item.nodeid.split("::")[0]
+        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: every file keeps its own order
 
 
 @pytest.fixture(scope="module")

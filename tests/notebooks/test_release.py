@@ -64,21 +64,21 @@ def test_unsolved_exercise_fails_every_graded_test_cell(unit):
 
 
 @pytest.mark.parametrize("unit", UNITS)
-def test_nbgrader_validator_passes_the_solution_and_fails_the_release(unit):
+def test_nbgrader_validator_passes_the_solution(unit):
+    # (that it fails the unsolved release follows from every graded cell failing, above: the
+    # validator fails a notebook on any graded cell with an error)
     validator = Validator(config=Config({"Execute": {"timeout": 300}}))
     for path in sorted((ROOT / "solutions" / unit).glob("*.ipynb")):
         result = validator.validate(str(path))
         assert not result.get("failed") and not result.get("changed"), result
-    for path in sorted((ROOT / "exercises" / unit).glob("*.ipynb")):
-        result = validator.validate(str(path))
-        assert result.get("failed"), f"the unsolved release {path.name} validates as passing"
 
 
 @pytest.mark.parametrize("unit", UNITS)
 def test_solution_cells_write_nothing(unit):
     """nbgrader scores 0 for a graded cell that writes to stderr (a warning is enough), and
     nbval does not compare cells stored without outputs: so check here that every cell of the
-    solution runs silently."""
+    solution runs silently (an error is an output too: this is also the solution's run from
+    top to bottom, which is why `make test` does not give solutions/ to nbval as well)."""
     for path in sorted((ROOT / "solutions" / unit).glob("*.ipynb")):
         nb = _execute(path)
         for cell in nb.cells:
