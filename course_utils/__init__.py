@@ -32,9 +32,11 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
                       config's vocabulary sizes from a translation task: the RNN's or the
                       Transformer's), train, evaluate, seconds_per_step
                                 -> seq2seq, attention_decoder, training, data.translation
-    shipped_translators  units 03 and 04's recipes and variants, trained once (`make
-                      translators`) and shipped in data/: train_variant, load (lectures 03,
-                      04 and 06 read them)                 -> translator, data.translation
+    shipped_bow       unit 01's models with positions, trained once (`make translators`) and
+                      shipped in data/: train_variant, load         -> bow, data.corpus
+    shipped_translators  units 02-04's recipes and variants, trained once (`make
+                      translators`) and shipped in data/: train_variant, load (lectures 02,
+                      03, 04 and 06 read them)             -> translator, data.translation
     transformer       unit 06: masks, FeedForward, EncoderLayer, DecoderLayer, KVCache,
                       TransformerConfig, Transformer            -> multihead, positional, sequence
     decoding          unit 06: beam search (Wu et al.'s length penalty), temperature and top-k

@@ -2,11 +2,11 @@
 
 Lecture 02 trains its forward seq2seq model and reads the two old tricks (a reversed source,
 the final state fed to every step), trained with the same recipe, from
-course_utils/data/seq2seq_tricks.safetensors. Lecture 03 trains its baseline and its attention
-model in front of the reader; the models it compares them with (a forward-only encoder,
-Luong's decoder) and the RNN that lecture 06 sets beside the Transformer are the same code on
-the same data with the same seed, trained once by `make translators` and read from
-course_utils/data/translators.safetensors. Lecture 04 trains
+course_utils/data/seq2seq_tricks.safetensors. Lecture 03 trains its attention model in front
+of the reader; its baseline (unit 02's decoder, this unit's sizes), the models it compares
+them with (a forward-only encoder, Luong's decoder) and the RNN that lecture 06 sets beside
+the Transformer are the same code on the same data with the same seed, trained once by `make
+translators` and read from course_utils/data/translators.safetensors. Lecture 04 trains
 one of its five score functions and reads the other four from score_functions.safetensors.
 No lecture spends minutes repeating a training it has already shown.
 
@@ -78,7 +78,7 @@ VARIANTS = {
     "attention, forward encoder": {"attention": "additive", "bidirectional": False},
     "Luong": {"attention": "multiplicative", "decoder": "luong"},  # general score, input feeding
 }
-SHIPPED_VARIANTS = ("attention", "attention, forward encoder", "Luong")
+SHIPPED_VARIANTS = ("no attention", "attention", "attention, forward encoder", "Luong")
 SHIPPED = DATA / "translators.safetensors"
 UNIT03 = Recipe("03", TASK, SIZES, RECIPE, VARIANTS, SHIPPED_VARIANTS, SHIPPED)
 

@@ -1,0 +1,135 @@
+"""Lecture 01's three models with positions, trained once with the lecture's recipe and shipped.
+
+Lecture 01 trains its bigram, mean-bag and attention models in front of the reader; the three
+of section 6 (dot and feed-forward attention with position vectors, and the position-only
+control) are the same loop with a flag more, trained once by `make translators` and read from
+course_utils/data/bow_positions.safetensors, their training losses with them.
+
+    MODEL, TRAINING, VARIANTS  the lecture's sizes, its training settings, each model's flags
+    train_variant              seed_everything(0), build, bow.train_lm -> (model, History)
+    write_shipped              train the three, measure held-out perplexity, save
+    load                       -> (model in eval mode, History); refuses a file of another
+                               recipe or another corpus
+    shipped_metadata           what a file says: recipe, data digest, torch, results
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+
+from course_utils._checks import require_choice
+from course_utils.bow import BagOfWordsLM, BowConfig, perplexity, train_lm
+from course_utils.data.corpus import Corpus, load_corpus
+from course_utils.training import History, seed_everything
+
+__all__ = ["MODEL", "SHIPPED", "TRAINING", "VARIANTS", "data_digest", "load", "recipe",
+           "shipped_metadata", "train_variant", "write_shipped"]
+
+SEED = 0
+MODEL = {"d_emb": 32, "n_ctx": 8}  # lecture 01's MODEL_SETTINGS
+TRAINING = {"n_steps": 800, "batch_size": 32, "seq_len": 32, "lr": 0.01}  # its TRAIN_SETTINGS
+VARIANTS = {
+    "attention, dot + positions": {"pooling": "attention", "score": "dot", "positions": True},
+    "attention, feed-forward + positions": {"pooling": "attention", "score": "feedforward",
+                                            "positions": True},
+    "position only (control)": {"pooling": "position"},
+}
+SHIPPED = Path(__file__).parent / "data" / "bow_positions.safetensors"
+
+
+def recipe() -> dict:
+    """Everything in a file's metadata that must match today's code."""
+    return {"model": MODEL, "training": TRAINING, "variants": VARIANTS, "seed": SEED}
+
+
+def data_digest(corpus: Corpus) -> str:
+    """SHA-256 of the vocabulary and of the training and held-out ids."""
+    digest = hashlib.sha256("\n".join(corpus.vocab.tokens).encode())
+    for ids in (corpus.train_ids, corpus.heldout_ids):
+        digest.update(ids.numpy().tobytes())
+    return digest.hexdigest()
+
+
+def train_variant(corpus: Corpus, name: str, progress: bool = True
+                  ) -> tuple[BagOfWordsLM, History]:
+    """Lecture 01's `train(name, **VARIANTS[name])`: seed_everything(0), build the model, train
+    it on corpus.train_ids with TRAINING; -> (model in eval mode, History)."""
+    require_choice(name, "name", tuple(VARIANTS))
+    generator = seed_everything(SEED)
+    model = BagOfWordsLM(BowConfig(len(corpus.vocab), **MODEL, **VARIANTS[name]))
+    history = train_lm(model, corpus.train_ids, generator=generator, desc=name,
+                       progress=progress, **TRAINING)
+    return model.eval(), history
+
+
+def write_shipped(path=SHIPPED, progress: bool = True) -> dict:
+    """Train every variant on load_corpus(), measure its held-out perplexity and save them all
+    to one safetensors file at `path` (`make translators`); -> the results."""
+    path = Path(path)
+    corpus = load_corpus()
+    tensors, results = {}, {}
+    for name in VARIANTS:
+        model, history = train_variant(corpus, name, progress=progress)
+        for key, value in model.state_dict().items():
+            tensors[f"{name}/{key}"] = value.detach().contiguous()
+        tensors[f"{name}/.loss"] = torch.tensor(history.loss, dtype=torch.float64)
+        results[name] = {"perplexity": round(perplexity(model, corpus.heldout_ids), 3),
+                         "seconds": round(history.seconds, 2)}
+    metadata = {"recipe": json.dumps(recipe(), sort_keys=True), "data_sha256": data_digest(corpus),
+                "torch": torch.__version__, "results": json.dumps(results, sort_keys=True)}
+    save_file(tensors, str(path), metadata)
+    path.chmod(0o644)  # safetensors writes 0600; the file ships to every user
+    return results
+
+
+def shipped_metadata(path=SHIPPED) -> dict:
+    """The metadata that write_shipped saved at `path`, with recipe and results decoded."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no bag-of-words weights at {path}; `make translators` "
+                                f"writes them")
+    with safe_open(str(path), "pt") as f:
+        metadata = dict(f.metadata() or {})
+    try:
+        return {**metadata, "recipe": json.loads(metadata["recipe"]),
+                "results": json.loads(metadata["results"])}
+    except (KeyError, json.JSONDecodeError):
+        raise ValueError(f"{path} has no recipe or results in its metadata: it was not "
+                         f"written by shipped_bow.write_shipped") from None
+
+
+def load(name: str, corpus: Corpus | None = None, path=SHIPPED
+         ) -> tuple[BagOfWordsLM, History]:
+    """-> (model of variant `name` in eval mode, the History of the run that trained it: loss
+    per step, and wall time on the machine that wrote the file). The file must hold today's
+    recipe and corpus, so that its model is the one train_variant(corpus, name) trains, up
+    to the last digits that another CPU changes."""
+    require_choice(name, "name", tuple(VARIANTS))
+    path = Path(path)
+    metadata = shipped_metadata(path)
+    if metadata["recipe"] != json.loads(json.dumps(recipe())):
+        raise ValueError(f"{path} was trained with the recipe {metadata['recipe']}, but "
+                         f"lecture 01's is now {recipe()}: run `make translators` to train "
+                         f"and write the weights again")
+    corpus = load_corpus() if corpus is None else corpus
+    if metadata.get("data_sha256") != data_digest(corpus):
+        raise ValueError(f"{path} was trained on another corpus than load_corpus() reads now: "
+                         f"run `make translators` to train and write the weights again")
+    model = BagOfWordsLM(BowConfig(len(corpus.vocab), **MODEL, **VARIANTS[name]))
+    prefix = f"{name}/"
+    state = {k[len(prefix):]: v for k, v in load_file(str(path)).items() if k.startswith(prefix)}
+    loss = state.pop(".loss", None)
+    expected = model.state_dict()
+    if loss is None or set(state) != set(expected) or any(
+            state[k].shape != expected[k].shape for k in expected):
+        raise ValueError(f"{path} does not hold the weights of a {name!r} model of today's "
+                         f"sizes: run `make translators` to write them again")
+    model.load_state_dict(state)
+    return model.eval(), History(loss=loss.tolist(),
+                                 seconds=metadata["results"][name]["seconds"])
