@@ -32,6 +32,8 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
                       config's vocabulary sizes from a translation task: the RNN's or the
                       Transformer's), train, evaluate, seconds_per_step
                                 -> seq2seq, attention_decoder, training, data.translation
+    shipped_files     the format of the shipped models' files: save_variants, read_metadata,
+                      load_variant (weights and losses per variant)            -> training
     shipped_bow       unit 01's models with positions, trained once (`make translators`) and
                       shipped in data/: train_variant, load         -> bow, data.corpus
     shipped_translators  units 02-04's recipes and variants, trained once (`make

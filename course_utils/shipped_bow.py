@@ -20,12 +20,11 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
-from safetensors.torch import load_file, save_file
 
 from course_utils._checks import require_choice
 from course_utils.bow import BagOfWordsLM, BowConfig, perplexity, train_lm
 from course_utils.data.corpus import Corpus, load_corpus
+from course_utils.shipped_files import load_variant, read_metadata, save_variants
 from course_utils.training import History, seed_everything
 
 __all__ = ["MODEL", "SHIPPED", "TRAINING", "VARIANTS", "data_digest", "load", "recipe",
@@ -73,35 +72,20 @@ def write_shipped(path=SHIPPED, progress: bool = True) -> dict:
     to one safetensors file at `path` (`make translators`); -> the results."""
     path = Path(path)
     corpus = load_corpus()
-    tensors, results = {}, {}
+    trained, results = {}, {}
     for name in VARIANTS:
-        model, history = train_variant(corpus, name, progress=progress)
-        for key, value in model.state_dict().items():
-            tensors[f"{name}/{key}"] = value.detach().contiguous()
-        tensors[f"{name}/.loss"] = torch.tensor(history.loss, dtype=torch.float64)
+        model, history = trained[name] = train_variant(corpus, name, progress=progress)
         results[name] = {"perplexity": round(perplexity(model, corpus.heldout_ids), 3),
                          "seconds": round(history.seconds, 2)}
     metadata = {"recipe": json.dumps(recipe(), sort_keys=True), "data_sha256": data_digest(corpus),
                 "torch": torch.__version__, "results": json.dumps(results, sort_keys=True)}
-    save_file(tensors, str(path), metadata)
-    path.chmod(0o644)  # safetensors writes 0600; the file ships to every user
+    save_variants(path, trained, metadata)
     return results
 
 
 def shipped_metadata(path=SHIPPED) -> dict:
     """The metadata that write_shipped saved at `path`, with recipe and results decoded."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no bag-of-words weights at {path}; `make translators` "
-                                f"writes them")
-    with safe_open(str(path), "pt") as f:
-        metadata = dict(f.metadata() or {})
-    try:
-        return {**metadata, "recipe": json.loads(metadata["recipe"]),
-                "results": json.loads(metadata["results"])}
-    except (KeyError, json.JSONDecodeError):
-        raise ValueError(f"{path} has no recipe or results in its metadata: it was not "
-                         f"written by shipped_bow.write_shipped") from None
+    return read_metadata(path, "bag-of-words weights", "shipped_bow.write_shipped")
 
 
 def load(name: str, corpus: Corpus | None = None, path=SHIPPED
@@ -122,14 +106,5 @@ def load(name: str, corpus: Corpus | None = None, path=SHIPPED
         raise ValueError(f"{path} was trained on another corpus than load_corpus() reads now: "
                          f"run `make translators` to train and write the weights again")
     model = BagOfWordsLM(BowConfig(len(corpus.vocab), **MODEL, **VARIANTS[name]))
-    prefix = f"{name}/"
-    state = {k[len(prefix):]: v for k, v in load_file(str(path)).items() if k.startswith(prefix)}
-    loss = state.pop(".loss", None)
-    expected = model.state_dict()
-    if loss is None or set(state) != set(expected) or any(
-            state[k].shape != expected[k].shape for k in expected):
-        raise ValueError(f"{path} does not hold the weights of a {name!r} model of today's "
-                         f"sizes: run `make translators` to write them again")
-    model.load_state_dict(state)
-    return model.eval(), History(loss=loss.tolist(),
-                                 seconds=metadata["results"][name]["seconds"])
+    loss = load_variant(path, name, model)
+    return model.eval(), History(loss=loss, seconds=metadata["results"][name]["seconds"])

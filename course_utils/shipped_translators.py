@@ -33,11 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
-from safetensors.torch import load_file, save_file
 
 from course_utils._checks import require_choice
 from course_utils.data import translation
+from course_utils.shipped_files import load_variant, read_metadata, save_variants
 from course_utils.training import History, seed_everything
 from course_utils.translator import Seq2Seq, config_for, evaluate, train
 
@@ -158,37 +157,23 @@ def write_shipped(path=None, names=None, progress: bool = True, recipe: Recipe =
     names = tuple(require_choice(n, "name", tuple(recipe.variants)) for n in names)
     task = make_task(recipe)
     test_data = translation.make_batch(task.test, task.src_vocab, task.tgt_vocab)
-    tensors, results = {}, {}
+    trained, results = {}, {}
     for name in names:
-        model, history = train_variant(task, name, progress=progress, recipe=recipe)
-        for key, value in model.state_dict().items():
-            tensors[f"{name}/{key}"] = value.detach().contiguous()
-        tensors[f"{name}/.loss"] = torch.tensor(history.loss, dtype=torch.float64)
+        model, history = trained[name] = train_variant(task, name, progress=progress,
+                                                       recipe=recipe)
         results[name] = {"exact_match": round(float(evaluate(model, test_data).float().mean()), 4),
                          "seconds": round(history.seconds, 2),
                          "steps_per_epoch": history.steps_per_epoch}
     metadata = {"recipe": json.dumps(recipe.as_dict(), sort_keys=True),
                 "data_sha256": data_digest(task), "torch": torch.__version__,
                 "results": json.dumps(results, sort_keys=True)}
-    save_file(tensors, str(path), metadata)
-    path.chmod(0o644)  # safetensors writes 0600; the file ships to every user
+    save_variants(path, trained, metadata)
     return results
 
 
 def shipped_metadata(path=SHIPPED) -> dict:
     """The metadata that write_shipped saved at `path`, with recipe and results decoded."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no translator weights at {path}; `make translators` "
-                                f"writes them")
-    with safe_open(str(path), "pt") as f:
-        metadata = dict(f.metadata() or {})
-    try:
-        return {**metadata, "recipe": json.loads(metadata["recipe"]),
-                "results": json.loads(metadata["results"])}
-    except (KeyError, json.JSONDecodeError):
-        raise ValueError(f"{path} has no recipe or results in its metadata: it was not "
-                         f"written by shipped_translators.write_shipped") from None
+    return read_metadata(path, "translator weights", "shipped_translators.write_shipped")
 
 
 def load(name: str, task: translation.TranslationTask | None = None, path=None,
@@ -217,16 +202,8 @@ def load(name: str, task: translation.TranslationTask | None = None, path=None,
                          + (" (train it with train_variant)" if name in recipe.variants
                             else ""))
     model = Seq2Seq(config_for(task, **{**recipe.sizes, **recipe.variants[name]}))
-    prefix = f"{name}/"
-    state = {k[len(prefix):]: v for k, v in load_file(str(path)).items() if k.startswith(prefix)}
-    loss = state.pop(".loss", None)
-    expected = model.state_dict()
-    if loss is None or set(state) != set(expected) or any(
-            state[k].shape != expected[k].shape for k in expected):
-        raise ValueError(f"{path} does not hold the weights of a {name!r} model of today's "
-                         f"sizes: run `make translators` to write them again")
-    model.load_state_dict(state)
+    loss = load_variant(path, name, model)
     result = metadata["results"][name]
-    history = History(loss=loss.tolist(), seconds=result["seconds"],
+    history = History(loss=loss, seconds=result["seconds"],
                       steps_per_epoch=result["steps_per_epoch"])
     return model.eval(), history
