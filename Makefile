@@ -36,13 +36,16 @@ help:
 	@echo "make release    regenerate exercises/ from solutions/ with nbgrader"
 	@echo "make student-edition  build what students receive: dist/student/ and its zip"
 	@echo "make autograde  grade every submission in submitted/<student>/<unit>/ in the sandbox"
-	@echo "                (JOBS=N in parallel; UNSAFE=1 without the sandbox)"
+	@echo "                (JOBS=N in parallel; SCHEDULER=tcp://HOST:8786 on a Dask cluster;"
+	@echo "                UNSAFE=1 without the sandbox; COURSE_DB_URL=... a PostgreSQL gradebook)"
+	@echo "make grading-scheduler / grading-worker SCHEDULER=...  a Dask cluster to grade on"
 	@echo "make report     class report: totals, most-failed tests, histogram, CSV (reports/)"
 	@echo "make collect-zip ZIP=file.zip UNIT=<unit>  a Canvas submissions zip into submitted/"
 	@echo "make export-grades  grades for the LMS: reports/grades.csv (nbgrader export)"
 	@echo "make sandbox    install bubblewrap, which the grading sandbox needs"
 	@echo "make browser    install chromium, which a test opens the formgrader in"
 	@echo "make hub-proxy  install configurable-http-proxy (npm), which the JupyterHub test needs"
+	@echo "make postgres   install PostgreSQL (Debian), which the PostgreSQL gradebook's test starts"
 	@echo "make feedback   write HTML feedback for autograded submissions to feedback/"
 	@echo "make bench      time and measure the memory of every notebook"
 	@echo "make bench-autograde  seconds per graded submission (BENCH_ARGS=\"--unit U\")"
@@ -97,7 +100,7 @@ lab: $(STAMP)
 # measured, no faster). The wall and CPU time of every test go to .pytest-durations.xml
 # (make bench prints the slowest tests and files).
 TEST_WORKERS ?= 2
-test: $(STAMP) sandbox browser hub-proxy
+test: $(STAMP) sandbox browser hub-proxy postgres
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile \
 		--junitxml=.pytest-durations.xml tests $(PYTEST_ARGS)
 
@@ -159,11 +162,26 @@ student-edition: release
 # The gradebook must know each assignment's source cells before it can grade, so grading
 # starts with a release (which is deterministic: exercises/ does not change).
 # Student code runs in a bubblewrap sandbox; JOBS=N grades N submissions at a time;
+# SCHEDULER=tcp://HOST:8786 grades on the workers of a Dask cluster instead (make
+# grading-scheduler on one machine, make grading-worker SCHEDULER=... on each grading machine);
 # UNSAFE=1 grades without the sandbox (only where bubblewrap cannot run, e.g. macOS).
-JOBS ?= 1
+# COURSE_DB_URL=postgresql+psycopg://user@host/db keeps the gradebook on a PostgreSQL server.
+JOBS ?=
+SCHEDULER ?=
 UNSAFE ?=
 autograde: release
-	$(BIN)/python -m course_grader.autograde --jobs $(JOBS) $(if $(UNSAFE),--unsafe)
+	$(BIN)/python -m course_grader.autograde $(if $(JOBS),--jobs $(JOBS)) \
+		$(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(UNSAFE),--unsafe)
+
+# A Dask scheduler for grading on several machines (port 8786; it grades nothing itself).
+.PHONY: grading-scheduler grading-worker
+grading-scheduler: $(STAMP)
+	$(BIN)/dask scheduler --port 8786 --dashboard-address :8787
+
+# A grading machine: the course set up (make setup) and bubblewrap; one task per core.
+grading-worker: $(STAMP) sandbox
+	@test -n "$(SCHEDULER)" || { echo "usage: make grading-worker SCHEDULER=tcp://HOST:8786"; exit 2; }
+	$(BIN)/dask worker $(SCHEDULER) --nworkers 1 --nthreads $$(nproc) --name $$(hostname)
 
 # Per-student totals, per-item failure rates, a histogram and CSV files in reports/.
 report: $(STAMP)
@@ -202,6 +220,18 @@ sandbox:
 	$$SUDO apt-get install -y -qq bubblewrap >/dev/null 2>&1 \
 		|| { $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq bubblewrap >/dev/null; }; \
 	bwrap --version
+
+# The PostgreSQL gradebook's test starts a throw-away server from Debian's package
+# (postgresql); installed here when missing and this user may, like bubblewrap.
+.PHONY: postgres
+postgres:
+	@command -v initdb >/dev/null || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null && exit 0; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; \
+	else echo "PostgreSQL is missing: install it (sudo apt-get install postgresql) to run its test"; exit 1; fi; \
+	command -v apt-get >/dev/null || { echo "PostgreSQL is missing and apt-get is not available: install postgresql"; exit 1; }; \
+	$$SUDO apt-get install -y -qq postgresql >/dev/null 2>&1 \
+		|| { $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq postgresql >/dev/null; }; \
+	ls /usr/lib/postgresql/*/bin/initdb
 
 # A test opens a hostile submission in the formgrader in a real browser: Debian's chromium,
 # driven by Playwright (whose own browser download is never used). Installed here when
@@ -259,7 +289,7 @@ bench-autograde: $(STAMP) sandbox
 lock:
 	rm -rf .lock-venv
 	$(PYTHON) -m venv .lock-venv
-	.lock-venv/bin/python -m pip install --quiet --disable-pip-version-check --editable '.[dev]'
+	.lock-venv/bin/python -m pip install --quiet --disable-pip-version-check --editable '.[dev,grading]'
 	{ echo "# Pinned environment for make setup; regenerate with make lock."; \
 	  .lock-venv/bin/python -m pip freeze --exclude-editable | sed -e 's/+cpu$$//'; \
 	  .lock-venv/bin/python -m pip freeze --all | grep '^setuptools=='; } > requirements.lock

@@ -3,9 +3,10 @@
 Assignments are the units: `solutions/<unit>/` holds the instructor's source notebooks
 (solutions and hidden tests), `exercises/<unit>/` the student release that
 `make release` generates from them. The gradebook is nbgrader's SQLite file
-`gradebook.db` at the root (never committed).
+`gradebook.db` at the root (never committed), or a PostgreSQL database (COURSE_DB_URL).
 """
 
+import os
 from pathlib import Path
 
 import nbgrader
@@ -35,10 +36,12 @@ c.CourseDirectory.release_directory = "exercises"
 c.CourseDirectory.submitted_directory = "submitted"
 c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
-# Parallel grading (`make autograde JOBS=N`) has several nbgrader processes write the SQLite
-# gradebook: each waits up to 120 s for the others' short transactions instead of failing.
+# The gradebook: the SQLite file gradebook.db here, or a PostgreSQL server when COURSE_DB_URL
+# names one (postgresql+psycopg://user:password@host/database), which every nbgrader command,
+# the formgrader and `make autograde`/`make report` then use. Grading writes it from one
+# process (course_grader.autograde); SQLite readers wait up to 120 s for its transactions.
 GRADEBOOK = Path(__file__).resolve().parent / "gradebook.db"
-c.CourseDirectory.db_url = f"sqlite:///{GRADEBOOK}?timeout=120"
+c.CourseDirectory.db_url = os.environ.get("COURSE_DB_URL") or f"sqlite:///{GRADEBOOK}?timeout=120"
 
 # What a student sees in place of a solution.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

@@ -1,50 +1,58 @@
 """Batch autograding that one bad submission cannot stop (`make autograde`).
 
-    python -m course_grader.autograde [UNIT ...] [--jobs N] [--student ID ...] [--unsafe]
+    python -m course_grader.autograde [UNIT ...] [--jobs N] [--scheduler ADDRESS]
+                                      [--student ID ...] [--unsafe]
 
 For every submission `submitted/<student>/<unit>/` it
 
 1. stages a clean copy (under `.autograde/`, never touching `submitted/`): a notebook with
    the wrong file name is graded under the right one if it is the only candidate; one that
-   is not a readable notebook (invalid JSON, not nbformat 4) is left out, so nbgrader scores
-   it 0; an empty notebook gets its test cells back from the gradebook and fails them;
-2. runs `nbgrader autograde <unit> --student <id>` on it in its own process (the kernel in
-   the sandbox, see `nbgrader_hooks.SafeExecute`), at most `--jobs` at a time;
-3. if nbgrader still fails, sets every item of that submission to 0 in the gradebook, so
-   nothing is left ungraded;
-4. records a score and a reason per student in `autograde_status/<unit>.json`, rewritten
-   after every submission, so a run that is killed keeps what it finished.
-
-The gradebook (SQLite) is written by one nbgrader process at a time thanks to its busy
-timeout (see `nbgrader_config.py`); its integrity check runs at the end of every batch.
+   is not a readable notebook (invalid JSON, not nbformat 4) is left out, so it scores 0; an
+   empty notebook gets its test cells back from the gradebook and fails them;
+2. has a worker grade it (`course_grader.worker`): `nbgrader autograde` in a private course
+   folder with a private copy of the unit's gradebook, the kernel in the sandbox (see
+   `nbgrader_hooks.SafeExecute`); the workers are `--jobs` threads here, or the workers of a
+   Dask cluster (`--scheduler ADDRESS`, `course_grader.cluster`), each on any machine with the
+   course's environment and bubblewrap;
+3. writes what came back into the course, one submission at a time: the autograded notebooks
+   into `autograded/`, their scores into the gradebook by nbgrader's own `SaveAutoGrades`
+   (`course_grader.gradebook.record`); this process is the gradebook's only writer, SQLite
+   or PostgreSQL (`CourseDirectory.db_url`);
+4. if grading still failed, sets every item of that submission to 0, so nothing is left
+   ungraded;
+5. records a score and a reason per student in `autograde_status/<unit>.json`, rewritten
+   after every submission, so a run that is killed keeps what it finished, and a worker that
+   dies mid-submission costs only a second run of that submission.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import functools
 import json
 import os
 import shutil
-import sqlite3
-import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import nbformat
 
-from course_grader import flags, sandbox
+from course_grader import flags, gradebook, sandbox
+from course_grader.gradebook import CourseSettings
 from course_grader.nbgrader_hooks import SafeExecute
+from course_grader.worker import Graded, Submission, grade_submission, read_tree, write_tree
 
-__all__ = ["Outcome", "grade_unit", "gradebook_integrity", "main", "stage_submission"]
+__all__ = ["Outcome", "UnitJob", "grade_one", "grade_unit", "gradebook_integrity", "main",
+           "stage_submission"]
 
 STAGING = ".autograde"
 STATUS_DIR = "autograde_status"
-UNSAFE_FLAG = "--SafeExecute.sandbox=False"
 
 
 @dataclass
@@ -58,33 +66,18 @@ class Outcome:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
     flags: list[str] = field(default_factory=list)   # for the instructor: see course_grader.flags
+    worker: str = ""                  # host:pid that graded it
 
     @property
     def reason(self) -> str:
         return "; ".join(self.notes) if self.notes else "all tests passed"
 
 
-def _nbgrader() -> str:
-    found = Path(sys.executable).parent / "nbgrader"
-    return str(found) if found.exists() else "nbgrader"
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env.setdefault("MPLBACKEND", "Agg")
-    return env
-
-
-def _db(course: Path) -> str:
-    return f"sqlite:///{course / 'gradebook.db'}?timeout=120"
-
-
 def expected_notebooks(course: Path, unit: str) -> list[str]:
     """Notebook names (without .ipynb) that the gradebook expects for `unit`."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    with Gradebook(_db(course)) as gb:
+    with Gradebook(CourseSettings(course).db_url) as gb:
         try:
             return sorted(nb.name for nb in gb.find_assignment(unit).notebooks)
         except MissingEntry:
@@ -189,11 +182,11 @@ def stage_submission(course: Path, unit: str, student: str, names: list[str],
     return notes
 
 
-def _scores(course: Path, unit: str, student: str) -> tuple[float | None, float | None, bool]:
+def _scores(db_url: str, unit: str, student: str) -> tuple[float | None, float | None, bool]:
     """(score, max score, whether any item is still ungraded) from the gradebook."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    with Gradebook(_db(course)) as gb:
+    with Gradebook(db_url) as gb:
         try:
             sub = gb.find_submission(unit, student)
         except MissingEntry:
@@ -203,11 +196,11 @@ def _scores(course: Path, unit: str, student: str) -> tuple[float | None, float 
         return sub.score, sub.max_score, ungraded
 
 
-def _zero_ungraded(course: Path, unit: str, student: str) -> int:
+def _zero_ungraded(db_url: str, unit: str, student: str) -> int:
     """Score 0 every item of the submission that has no score yet; returns how many."""
     from nbgrader.api import Gradebook, MissingEntry
 
-    with Gradebook(_db(course)) as gb:
+    with Gradebook(db_url) as gb:
         try:
             sub = gb.find_submission(unit, student)
         except MissingEntry:
@@ -257,37 +250,20 @@ def _item_verdicts(course: Path, unit: str, student: str) -> list[str]:
 def _unit_rules(course: Path, unit: str) -> tuple[dict[str, str], tuple[str, ...]]:
     """What the unit's tests forbid (from its source notebooks) and the course_utils modules
     its graded kernel cannot import (all but the reachable ones of nbgrader_config.py)."""
-    config = _course_config(course)
-    source = course / config.get("source_directory", "solutions") / unit
+    config = CourseSettings(course)
+    source = course / config.source_directory / unit
     forbidden: dict[str, str] = {}
     for path in sorted(source.glob("*.ipynb")):
         forbidden.update(flags.forbidden_names(nbformat.read(path, as_version=4)))
     default = SafeExecute.class_traits()["reachable_modules"].default()
-    reachable = {*config.get("reachable_modules", default),
-                 *config.get("reachable_by_unit", {}).get(unit, [])}
+    reachable = {*(config.reachable_modules or default),
+                 *config.reachable_by_unit.get(unit, [])}
     import course_utils
 
     package = Path(course_utils.__file__).resolve().parent
     modules = {f"course_utils.{p.stem}" for p in package.iterdir()
                if (p.suffix == ".py" or (p / "__init__.py").exists()) and p.stem != "__init__"}
     return forbidden, tuple(sorted(modules - reachable))
-
-
-def _course_config(course: Path) -> dict:
-    """The few settings of the course's nbgrader_config.py that flagging needs."""
-    from traitlets.config.loader import PyFileConfigLoader
-
-    path = course / "nbgrader_config.py"
-    if not path.exists():
-        return {}
-    config = PyFileConfigLoader(path.name, path=str(course)).load_config()
-    out = {}
-    if "source_directory" in config.CourseDirectory:
-        out["source_directory"] = config.CourseDirectory.source_directory
-    for key in ("reachable_modules", "reachable_by_unit"):
-        if key in config.SafeExecute:
-            out[key] = config.SafeExecute[key]
-    return out
 
 
 def _flags(course: Path, unit: str, submitted: Path) -> list[str]:
@@ -303,46 +279,96 @@ def _flags(course: Path, unit: str, submitted: Path) -> list[str]:
     return notes
 
 
-def _last_error(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for line in reversed(lines):
-        if "Error" in line and "AutogradeApp | ERROR] There was an error" not in line \
-                and "Please see" not in line:
-            return line[-300:]
-    return lines[-1][-300:] if lines else "no output"
+def _timestamp(folder: Path) -> datetime.datetime | None:
+    """The submission's time stamp (timestamp.txt, as nbgrader reads it), if it has one."""
+    from nbgrader.utils import parse_utc
+
+    path = folder / "timestamp.txt"
+    try:
+        return parse_utc(path.read_text().strip()) if path.is_file() else None
+    except (ValueError, OverflowError, UnicodeDecodeError):
+        return None
 
 
-def grade_one(course: Path, unit: str, student: str, names: list[str], *, unsafe: bool,
-              extra_args: list[str], timeout: float) -> Outcome:
-    """Stage, autograde and score one submission; never raises for a bad submission."""
+@dataclass(frozen=True)
+class UnitJob:
+    """What every submission of one unit shares: the course's settings, its configuration
+    file and the unit's files, as the workers receive them."""
+
+    course: Path
+    unit: str
+    names: tuple[str, ...]           # the notebooks the gradebook expects
+    settings: CourseSettings
+    template: bytes                  # gradebook.unit_template: the unit alone
+    config: bytes                    # nbgrader_config.py
+    source_files: dict[str, bytes]   # the unit's source files other than notebooks
+    unsafe: bool
+    extra_args: tuple[str, ...]
+    timeout: float
+
+    @classmethod
+    def build(cls, course: Path, unit: str, *, unsafe: bool = False,
+              extra_args: list[str] | None = None, timeout: float = 3600) -> UnitJob:
+        settings = CourseSettings(course)
+        names = expected_notebooks(course, unit)
+        if not names:
+            raise SystemExit(f"the gradebook does not know unit {unit!r}: run `make release` "
+                             "first")
+        source = course / settings.source_directory / unit
+        others = {rel: data for rel, data in read_tree(source).items()
+                  if not rel.endswith(".ipynb")}
+        return cls(course, unit, tuple(names), settings,
+                   gradebook.unit_template(settings.db_url, settings.course_id, unit),
+                   (course / "nbgrader_config.py").read_bytes(), others, unsafe,
+                   tuple(extra_args or ()), timeout)
+
+    def task(self, student: str, folder: Path) -> Submission:
+        return Submission(self.unit, student, read_tree(folder), self.config,
+                          self.settings.source_directory, self.source_files, self.unsafe,
+                          self.extra_args, self.timeout)
+
+
+# Run a task where it is graded: here (`grade_submission` itself) or on a cluster.
+Runner = Callable[[Submission], Graded]
+_RECORDING = threading.Lock()   # one submission written into the gradebook at a time
+
+
+def grade_one(job: UnitJob, student: str, run: Runner) -> Outcome:
+    """Stage one submission, have `run` grade it, and record what came back (the autograded
+    notebooks, the gradebook's scores, the notes); never raises for a bad submission."""
     start = time.monotonic()
+    course, unit = job.course, job.unit
     outcome = Outcome(student)
     staging = course / STAGING / f"{unit}-{student}"
+    folder = staging / student / unit
     try:
-        outcome.notes += stage_submission(course, unit, student, names, staging)
-        gradable = any((staging / student / unit).glob("*.ipynb"))
-        failed = not gradable
+        outcome.notes += stage_submission(course, unit, student, list(job.names), staging)
+        gradable = any(folder.glob("*.ipynb"))
+        graded = None
         if gradable:
-            cmd = [_nbgrader(), "autograde", unit, "--student", student, "--force",
-                   f"--CourseDirectory.submitted_directory={staging}", *extra_args]
-            if unsafe:
-                cmd.append(UNSAFE_FLAG)
             try:
-                proc = subprocess.run(cmd, cwd=course, env=_env(), capture_output=True,
-                                      text=True, timeout=timeout, errors="replace")
-                failed = proc.returncode != 0 or "There was an error processing" in proc.stderr
-                if failed:
-                    outcome.notes.append(f"autograding failed ({_last_error(proc.stderr)})")
-            except subprocess.TimeoutExpired:
-                failed = True
-                outcome.notes.append(f"autograding failed (nbgrader did not finish within "
-                                     f"{timeout:.0f} s)")
-        outcome.flags = _flags(course, unit, staging / student / unit)
+                graded = run(job.task(student, folder))
+            except Exception as err:  # noqa: BLE001 - e.g. its worker died too often
+                outcome.notes.append(f"autograding failed (the worker could not finish: "
+                                     f"{type(err).__name__}: {str(err)[:200]})")
+        failed = graded is None or graded.failed
+        if graded is not None:
+            outcome.notes += graded.notes
+            outcome.worker = graded.worker
+        outcome.flags = _flags(course, unit, folder)
+        with _RECORDING:
+            target = course / "autograded" / student / unit
+            shutil.rmtree(target, ignore_errors=True)
+            write_tree(target, graded.autograded if graded else {})
+            notebooks = {p.stem: nbformat.read(p, as_version=4)
+                         for p in sorted(target.glob("*.ipynb")) if p.stem in job.names}
+            missing = gradebook.record(job.settings, unit, student, notebooks,
+                                       _timestamp(folder))
+            zeroed = missing + _zero_ungraded(job.settings.db_url, unit, student)
+            outcome.score, outcome.max_score, _ = _scores(job.settings.db_url, unit, student)
         outcome.notes += _item_verdicts(course, unit, student)
-        zeroed = _zero_ungraded(course, unit, student)
         if zeroed and gradable:
             outcome.notes.append(f"{zeroed} ungraded item(s) scored 0")
-        outcome.score, outcome.max_score, _ = _scores(course, unit, student)
         outcome.status = "zero" if failed or zeroed else "graded"
     except Exception as err:  # noqa: BLE001 - the batch goes on
         outcome.status = "error"
@@ -354,9 +380,8 @@ def grade_one(course: Path, unit: str, student: str, names: list[str], *, unsafe
 
 
 def gradebook_integrity(course: Path) -> str:
-    """SQLite's `PRAGMA integrity_check` on the gradebook: 'ok' when it is sound."""
-    with sqlite3.connect(course / "gradebook.db", timeout=120) as con:
-        return "; ".join(row[0] for row in con.execute("PRAGMA integrity_check"))
+    """'ok' when the course's gradebook is sound (gradebook.integrity)."""
+    return gradebook.integrity(CourseSettings(course).db_url)
 
 
 def _write_status(path: Path, outcomes: dict[str, Outcome]) -> None:
@@ -370,20 +395,23 @@ def _write_status(path: Path, outcomes: dict[str, Outcome]) -> None:
 
 def grade_unit(course: Path, unit: str, *, students: list[str] | None = None, jobs: int = 1,
                unsafe: bool = False, extra_args: list[str] | None = None,
-               timeout: float = 3600, progress=print) -> dict[str, Outcome]:
-    """Autograde every submission of `unit` (or those of `students`), `jobs` at a time."""
-    names = expected_notebooks(course, unit)
-    if not names:
-        raise SystemExit(f"the gradebook does not know unit {unit!r}: run `make release` first")
+               timeout: float = 3600, progress=print, cluster=None) -> dict[str, Outcome]:
+    """Autograde every submission of `unit` (or those of `students`), `jobs` at a time: here,
+    or on the workers of `cluster` (a `course_grader.cluster.Cluster`)."""
+    job = UnitJob.build(course, unit, unsafe=unsafe, extra_args=extra_args, timeout=timeout)
     found = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{unit}") if p.is_dir())
     todo = [s for s in found if students is None or s in students]
     status_file = course / STATUS_DIR / f"{unit}.json"
     done: dict[str, Outcome] = {}
     lock = threading.Lock()
+    if cluster is None:
+        def run(task: Submission) -> Graded:
+            return grade_submission(task, job.template)
+    else:
+        run = cluster.runner(job.template)
 
     def work(student: str) -> Outcome:
-        outcome = grade_one(course, unit, student, names, unsafe=unsafe,
-                            extra_args=extra_args or [], timeout=timeout)
+        outcome = grade_one(job, student, run)
         with lock:
             done[student] = outcome
             _write_status(status_file, {student: outcome})
@@ -399,12 +427,30 @@ def grade_unit(course: Path, unit: str, *, students: list[str] | None = None, jo
     return done
 
 
+def _connect(address: str, *, unsafe: bool):
+    """(the cluster at `address`, None), or (None, why it cannot grade)."""
+    from course_grader.cluster import Cluster
+
+    try:
+        cluster = Cluster(address, timeout=10)
+    except OSError as err:
+        return None, f"cannot reach the Dask scheduler at {address}: {err}"
+    problems = cluster.problems(unsafe=unsafe)
+    if problems:
+        cluster.close()
+        return None, "Refusing to autograde on this cluster:\n  " + "\n  ".join(problems)
+    return cluster, None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m course_grader.autograde",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("units", nargs="*", help="units to grade (default: all with submissions)")
     parser.add_argument("--course", type=Path, default=Path.cwd())
-    parser.add_argument("--jobs", type=int, default=1, help="submissions graded in parallel")
+    parser.add_argument("--jobs", type=int, help="submissions graded at once (default: 1, or "
+                        "with --scheduler the workers' threads)")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="grade on the workers of this Dask scheduler (tcp://host:8786)")
     parser.add_argument("--student", action="append", help="grade only this student (repeatable)")
     parser.add_argument("--unsafe", action="store_true",
                         help="grade without the sandbox: student code runs as you")
@@ -415,32 +461,44 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nothing to grade: put submissions in {course}/submitted/<student>/<unit>/",
               file=sys.stderr)
         return 2
-    if opts.jobs < 1:
+    if opts.jobs is not None and opts.jobs < 1:
         parser.error(f"--jobs must be a positive integer, got {opts.jobs}")
     if opts.unsafe:
         print("WARNING: grading without the sandbox (--unsafe): submissions run as you, with "
               "your files and the network.", file=sys.stderr)
-    else:
+    elif not opts.scheduler:
         problem = sandbox.unavailable_reason()
         if problem:
             print(f"Refusing to autograde: {problem}.\nTo grade without the sandbox anyway "
                   "(unsafe), run `make autograde UNSAFE=1` or pass --unsafe.", file=sys.stderr)
             return 2
+    cluster = None
+    if opts.scheduler:
+        cluster, problem = _connect(opts.scheduler, unsafe=opts.unsafe)
+        if problem:
+            print(problem, file=sys.stderr)
+            return 2
+    jobs = opts.jobs or (cluster.threads() if cluster else 1)
+    where = f"on the cluster at {opts.scheduler}" if cluster else "here"
     units = opts.units or sorted({p.name for p in (course / "submitted").glob("*/*")
                                   if p.is_dir()})
     extra = [f"--Execute.timeout={opts.cell_timeout}"] if opts.cell_timeout else []
     worst = 0
-    for unit in units:
-        print(f"autograding {unit} ({opts.jobs} at a time"
-              f"{', UNSAFE: no sandbox' if opts.unsafe else ', sandboxed'})")
-        start = time.monotonic()
-        outcomes = grade_unit(course, unit, students=opts.student, jobs=opts.jobs,
-                              unsafe=opts.unsafe, extra_args=extra)
-        check = gradebook_integrity(course)
-        print(f"  {len(outcomes)} submissions in {time.monotonic() - start:.1f} s; "
-              f"gradebook integrity: {check}")
-        if check != "ok":
-            worst = 1
+    try:
+        for unit in units:
+            print(f"autograding {unit} ({jobs} at a time {where}"
+                  f"{', UNSAFE: no sandbox' if opts.unsafe else ', sandboxed'})")
+            start = time.monotonic()
+            outcomes = grade_unit(course, unit, students=opts.student, jobs=jobs,
+                                  unsafe=opts.unsafe, extra_args=extra, cluster=cluster)
+            check = gradebook_integrity(course)
+            print(f"  {len(outcomes)} submissions in {time.monotonic() - start:.1f} s; "
+                  f"gradebook integrity: {check}")
+            if check != "ok":
+                worst = 1
+    finally:
+        if cluster:
+            cluster.close()
     return worst
 
 

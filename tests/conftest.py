@@ -73,6 +73,19 @@ def jupyter(app: str, root: Path, token: str, runtime_dir: Path):
             proc.kill()
 
 
+@contextlib.contextmanager
+def local_dask_cluster(n_workers: int = 2, threads_per_worker: int = 1):
+    """A real Dask scheduler (in this process) and `n_workers` worker processes, each under a
+    nanny that restarts it if it dies; yields the scheduler's address."""
+    from distributed import LocalCluster
+
+    env = {"PATH": tool_env()["PATH"], "MPLBACKEND": "Agg"}
+    with LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
+                      processes=True, dashboard_address=None, host="127.0.0.1",
+                      env=env) as cluster:
+        yield cluster.scheduler_address
+
+
 def notebooks(folder: str) -> list[Path]:
     found = (ROOT / folder).glob("**/*.ipynb")
     return sorted(p for p in found if ".ipynb_checkpoints" not in p.parts)

@@ -18,7 +18,8 @@ CONDA_TO_PYPI = {"pytorch-cpu": "torch", "pytorch": "torch"}
 
 def pyproject_requirements() -> dict[str, SpecifierSet]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    lines = project["dependencies"] + project["optional-dependencies"]["dev"]
+    lines = project["dependencies"] + [line for extra in project["optional-dependencies"].values()
+                                       for line in extra]
     reqs = [Requirement(line) for line in lines]
     return {canonicalize_name(r.name): r.specifier for r in reqs}
 

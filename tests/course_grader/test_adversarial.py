@@ -1,8 +1,9 @@
 """Adversarial submissions against the whole grading pipeline (`course_grader.autograde`).
 
-The corpus (course_grader/corpus.py) is graded once, four at a time, in the sandbox; each case
-must get exactly its expected score and say what happened, and nothing may leak or be left
-ungraded. Further tests: the unsafe flag, a killed batch, and the feedback of bad cases.
+The corpus (course_grader/corpus.py) is graded once, four at a time on a Dask cluster of two
+worker processes, in the sandbox; each case must get exactly its expected score and say what
+happened, and nothing may leak or be left ungraded. Further tests: the unsafe flag, a killed
+batch, and the feedback of bad cases.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import BIN, run_nbgrader, tool_env
+from conftest import BIN, local_dask_cluster, run_nbgrader, tool_env
 from nbgrader.api import Gradebook
 
 from course_grader import sandbox
@@ -64,9 +65,12 @@ def graded(fresh_course, tmp_path_factory):
     shutil.copytree(fresh_course, course, dirs_exist_ok=True)
     build_corpus(course)
     start = time.monotonic()
-    # four at a time: the cases that hang wait out their timeouts side by side (129 s for the
-    # corpus alone on 2 cores, against 170 s two at a time; the same CPU time)
-    proc = autograde(course, "--jobs", "4", "--cell-timeout", str(CELL_TIMEOUT))
+    # On a Dask cluster of two worker processes (course_grader.cluster), as a large class is
+    # graded; grading here with --jobs gives the same scores (test_cluster.py). Four at a
+    # time: the cases that hang wait out their timeouts side by side (129 s for the corpus
+    # alone on 2 cores, against 170 s two at a time; the same CPU time).
+    with local_dask_cluster(n_workers=2, threads_per_worker=2) as address:
+        proc = autograde(course, "--scheduler", address, "--cell-timeout", str(CELL_TIMEOUT))
     elapsed = time.monotonic() - start
     assert proc.returncode == 0, proc.stdout + proc.stderr
     status = json.loads((course / "autograde_status" / f"{UNIT}.json").read_text())
@@ -78,7 +82,8 @@ def graded(fresh_course, tmp_path_factory):
             f" | {status[c.name]['reason']} | {len(status[c.name]['flags'])} flag(s)"
             f" | {status[c.name]['seconds']:.1f} s |"
             for c in CASES]
-    print(f"\n{len(CASES)} submissions graded in {elapsed:.1f} s (4 jobs)\n" + "\n".join(rows))
+    print(f"\n{len(CASES)} submissions graded in {elapsed:.1f} s (a cluster of 2 workers x 2 "
+          "threads)\n" + "\n".join(rows))
     return course, status, feedback
 
 

@@ -1,0 +1,145 @@
+"""One submission graded in a private course folder: what a grading worker runs.
+
+A worker is a thread of `course_grader.autograde --jobs N` or a Dask worker on any machine
+that has the course's Python environment and bubblewrap (`--scheduler ADDRESS`). It receives
+everything the grading needs as data (`Submission`): the staged submission's files, the
+course's `nbgrader_config.py`, the unit's non-notebook source files and a SQLite gradebook
+holding that unit alone (`gradebook.unit_template`). It builds a throw-away course folder
+from them, runs `nbgrader autograde` there (the kernel in the sandbox, as configured) and
+returns the autograded folder's files (`Graded`). It writes nothing outside its temporary
+folder, so a worker that dies mid-submission leaves nothing behind: the task is simply run
+again elsewhere, and only the coordinator writes the real gradebook.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Graded", "Submission", "grade_submission", "read_tree", "write_tree"]
+
+UNSAFE_FLAG = "--SafeExecute.sandbox=False"
+_PR_SET_PDEATHSIG = 1
+try:
+    _prctl = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # not Linux: no parent-death signal
+    _prctl = None
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What one grading task needs; plain data, so that it can travel to another machine."""
+
+    unit: str
+    student: str
+    files: dict[str, bytes]          # the staged submission folder: relative path -> content
+    config: bytes                    # the course's nbgrader_config.py
+    source_directory: str            # its CourseDirectory.source_directory
+    source_files: dict[str, bytes] = field(default_factory=dict)  # the unit's other files
+    unsafe: bool = False
+    extra_args: tuple[str, ...] = ()
+    timeout: float = 3600.0          # seconds for the whole nbgrader run
+
+
+@dataclass
+class Graded:
+    """What a worker sends back: the autograded folder and how the run went."""
+
+    student: str
+    autograded: dict[str, bytes]     # autograded/<student>/<unit>/: relative path -> content
+    failed: bool                     # nbgrader failed or timed out
+    notes: list[str]
+    seconds: float
+    worker: str                      # host:pid of the process that graded it
+
+
+def _die_with_parent() -> None:
+    """In the nbgrader child, before exec: be killed when the worker that started it dies (a
+    killed Dask worker must not leave a grading run behind)."""
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def last_error(text: str) -> str:
+    """The line of nbgrader's log that says what went wrong."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for line in reversed(lines):
+        if "Error" in line and "AutogradeApp | ERROR] There was an error" not in line \
+                and "Please see" not in line:
+            return line[-300:]
+    return lines[-1][-300:] if lines else "no output"
+
+
+def write_tree(root: Path, files: dict[str, bytes]) -> None:
+    """Write `files` (relative path -> content) under `root`; a path that would leave `root`
+    is refused."""
+    for rel, content in files.items():
+        path = (root / rel).resolve()
+        if not path.is_relative_to(root.resolve()):
+            raise ValueError(f"a file path that leaves its folder: {rel!r}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+
+
+def read_tree(root: Path) -> dict[str, bytes]:
+    """Every regular file under `root` (links left out): relative path -> content."""
+    if not root.is_dir():
+        return {}
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and not p.is_symlink()}
+
+
+def _nbgrader() -> str:
+    found = Path(sys.executable).parent / "nbgrader"
+    return str(found) if found.exists() else "nbgrader"
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.setdefault("MPLBACKEND", "Agg")
+    return env
+
+
+def grade_submission(task: Submission, gradebook: bytes) -> Graded:
+    """Autograde `task` in a private course whose gradebook starts as `gradebook` (the unit's
+    template, passed apart so that a cluster ships it once per worker, not once per task).
+    Never raises for a bad submission: a failed run comes back with `failed` and a note."""
+    start = time.monotonic()
+    notes: list[str] = []
+    failed = False
+    with tempfile.TemporaryDirectory(prefix=f"grade-{task.unit}-") as tmp:
+        course = Path(tmp)
+        (course / "nbgrader_config.py").write_bytes(task.config)
+        (course / "gradebook.db").write_bytes(gradebook)
+        (course / task.source_directory / task.unit).mkdir(parents=True)
+        write_tree(course / task.source_directory / task.unit, task.source_files)
+        write_tree(course / "submitted" / task.student / task.unit, task.files)
+        cmd = [_nbgrader(), "autograde", task.unit, "--student", task.student, "--force",
+               f"--CourseDirectory.root={course}",
+               f"--CourseDirectory.db_url=sqlite:///{course / 'gradebook.db'}?timeout=120",
+               *task.extra_args]
+        if task.unsafe:
+            cmd.append(UNSAFE_FLAG)
+        try:
+            proc = subprocess.run(cmd, cwd=course, env=_env(), capture_output=True, text=True,
+                                  timeout=task.timeout, errors="replace",
+                                  preexec_fn=_die_with_parent)
+            failed = proc.returncode != 0 or "There was an error processing" in proc.stderr
+            if failed:
+                notes.append(f"autograding failed ({last_error(proc.stderr)})")
+        except subprocess.TimeoutExpired:
+            failed = True
+            notes.append(f"autograding failed (nbgrader did not finish within "
+                         f"{task.timeout:.0f} s)")
+        autograded = read_tree(course / "autograded" / task.student / task.unit)
+    return Graded(task.student, autograded, failed, notes,
+                  round(time.monotonic() - start, 2), f"{socket.gethostname()}:{os.getpid()}")

@@ -1,0 +1,145 @@
+"""Grading on a Dask cluster (`course_grader.cluster`, `autograde --scheduler`), against a real
+scheduler and real worker processes (distributed.LocalCluster): the same scores as grading
+here, a worker killed mid-submission, and a cluster that cannot grade.
+
+The adversarial corpus itself is graded on such a cluster in test_adversarial.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import local_dask_cluster, tool_env
+from nbgrader.api import Gradebook
+
+from course_grader import sandbox
+from course_grader.autograde import grade_unit
+from course_grader.cluster import Cluster
+from course_grader.corpus import CASES, UNIT, build_corpus, released, solve, write
+
+pytestmark = pytest.mark.skipif(bool(sandbox.unavailable_reason()),
+                                reason=f"needs the sandbox: {sandbox.unavailable_reason()}")
+
+
+def make_submissions(course: Path, n: int) -> dict[str, float]:
+    """n submissions of unit 00, alternately solved and untouched; student -> expected score."""
+    expected = {}
+    for i in range(n):
+        nb = released(course, UNIT)
+        student = f"s{i}"
+        write(solve(course, nb) if i % 2 == 0 else nb, course / "submitted" / student / UNIT)
+        expected[student] = 9.0 if i % 2 == 0 else 0.0
+    return expected
+
+
+def gradebook_scores(course: Path) -> dict[str, dict[str, float | None]]:
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        return {sub.student.id: {g.name: g.auto_score for nb in sub.notebooks for g in nb.grades}
+                for sub in gb.find_assignment(UNIT).submissions}
+
+
+@pytest.fixture
+def course(fresh_course, tmp_path):
+    dest = tmp_path / "course"
+    shutil.copytree(fresh_course, dest)
+    return dest
+
+
+def test_a_worker_killed_mid_submission_loses_nothing(course):
+    """SIGKILL the worker process while its nbgrader is grading: the scheduler runs that
+    submission again on another worker, every submission gets its score once, and the dead
+    worker's nbgrader (and so its kernel) died with it."""
+    expected = make_submissions(course, 4)
+    with local_dask_cluster(n_workers=2, threads_per_worker=1) as address, \
+            Cluster(address) as cluster:
+        pids = cluster.client.run(os.getpid)
+        result: dict = {}
+        grading = threading.Thread(target=lambda: result.update(
+            grade_unit(course, UNIT, jobs=2, cluster=cluster, progress=lambda _: None)))
+        grading.start()
+        victim = killed_student = nbgrader_pid = None
+        deadline = time.monotonic() + 120
+        while victim is None and time.monotonic() < deadline:
+            for pid in pids.values():
+                for child in psutil.Process(pid).children(recursive=True):
+                    try:
+                        cmd = child.cmdline()
+                    except psutil.Error:
+                        continue
+                    if "autograde" in cmd and "--student" in cmd and "-m" not in cmd:
+                        victim, nbgrader_pid = pid, child.pid
+                        killed_student = cmd[cmd.index("--student") + 1]
+                        break
+                if victim:
+                    break
+            time.sleep(0.2)
+        assert victim, "no worker started grading within 2 minutes"
+        time.sleep(1.0)   # mid-submission: nbgrader is running the kernel
+        os.kill(victim, signal.SIGKILL)
+        grading.join(timeout=600)
+        assert not grading.is_alive()
+    assert {s: o.score for s, o in result.items()} == expected
+    assert all(o.status == "graded" for o in result.values()), result
+    redone = result[killed_student]
+    assert redone.worker and not redone.worker.endswith(f":{victim}"), redone.worker
+    scores = gradebook_scores(course)
+    assert sorted(scores) == sorted(expected)   # one submission each
+    assert {s: sum(g.values()) for s, g in scores.items()} == expected
+    assert not psutil.pid_exists(nbgrader_pid) or \
+        psutil.Process(nbgrader_pid).status() == psutil.STATUS_ZOMBIE
+
+
+# Hostile and broken submissions of the corpus whose grading takes no timeout to wait out.
+SAMPLE = ("correct", "untouched", "deletes_tests", "invalid_json", "wrong_name", "kills_kernel")
+
+
+def test_the_command_line_grades_on_the_cluster_like_here(course):
+    """`--scheduler ADDRESS` and `--jobs 2` give every item of every sample submission the
+    same score, and each submission the same status and reason; the status file names the
+    worker that graded each one (none for a notebook that cannot be read)."""
+    cases = [c for c in CASES if c.name in SAMPLE]
+    build_corpus(course, cases)
+    here = course.parent / "here"
+    shutil.copytree(course, here)
+    cli = [sys.executable, "-m", "course_grader.autograde", UNIT]
+    proc = subprocess.run([*cli, "--jobs", "2"], cwd=here, env=tool_env(), capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with local_dask_cluster(n_workers=2, threads_per_worker=1) as address:
+        proc = subprocess.run([*cli, "--scheduler", address], cwd=course, env=tool_env(),
+                              capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"(2 at a time on the cluster at {address}, sandboxed)" in proc.stdout
+    assert gradebook_scores(course) == gradebook_scores(here)
+    assert {s: sum(g.values()) for s, g in gradebook_scores(course).items()} == {
+        c.name: c.score for c in cases}
+
+    def verdicts(folder: Path) -> dict:
+        status = json.loads((folder / "autograde_status" / f"{UNIT}.json").read_text())
+        return {s: (e["status"], e["score"], e["reason"]) for s, e in status.items()}
+
+    assert verdicts(course) == verdicts(here)
+    status = json.loads((course / "autograde_status" / f"{UNIT}.json").read_text())
+    workers = {s: e["worker"] for s, e in status.items()}
+    assert workers.pop("invalid_json") == "", "a notebook that cannot be read goes to no worker"
+    assert all(workers.values()), workers
+
+
+def test_an_unreachable_scheduler_is_refused_clearly(course):
+    make_submissions(course, 1)
+    proc = subprocess.run([sys.executable, "-m", "course_grader.autograde", UNIT,
+                           "--scheduler", "tcp://127.0.0.1:9"], cwd=course, env=tool_env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in proc.stderr
+    assert not (course / "autograded").exists()
