@@ -731,9 +731,10 @@ def main() -> int:
                 if runner.link is not None:
                     time.sleep(0.5)
                     runner.link.drain()
-            elif op == "stop":
+            elif op == "stop":   # nothing to keep: no clean-up of PyTorch and ZeroMQ to wait for
                 answers.write(json.dumps({"ok": True}) + "\n")
-                break
+                answers.flush()
+                os._exit(0)
             else:
                 answer = {"ok": False, "message": f"unknown op {op!r}"}
         except Exception as err:  # noqa: BLE001 - the executor decides what to do

@@ -121,8 +121,15 @@ class SandboxUnavailable(RuntimeError):
     """Grading was asked to use the sandbox and this machine cannot provide it."""
 
 
+# Set by course_grader.worker for the nbgrader it starts, once it has seen the sandbox work in
+# its own process: a batch then probes the sandbox once per worker, not once per submission.
+PROBED_ENV = "COURSE_GRADER_SANDBOX_PROBED"
+
+
 @functools.lru_cache(maxsize=1)
 def _sandbox_problem() -> str | None:
+    if os.environ.get(PROBED_ENV) == "1":
+        return None
     return sandbox.unavailable_reason()
 
 
@@ -252,6 +259,9 @@ class _Checker:
 
     def __init__(self, connection_info: dict, *, cwd: str, timeout: float,
                  student_names: list[str], confined: bool) -> None:
+        """Start the checker and send it the kernel's address; its answer is read at the
+        first `ask`, so that its start (a Python with PyTorch, in a sandbox: about a second)
+        overlaps the kernel's running the submission's cells."""
         self._log = tempfile.TemporaryFile()
         self._folder = tempfile.mkdtemp(prefix="course-checker-")
         self._relay = None
@@ -279,17 +289,29 @@ class _Checker:
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self._log, cwd=cwd, env=env, text=True,
                                      preexec_fn=None if confined else _limit(limits))
-        answer = self.ask({"op": "connect", "connection_info": connection_info,
-                           "student_names": student_names})
-        if not answer.get("ok"):
-            self.failed = str(answer.get("message", "the checker could not connect"))
+        self._connecting = True
+        self._exchange({"op": "connect", "connection_info": connection_info,
+                        "student_names": student_names}, answer=False)
 
     def ask(self, request: dict, wait: float = 300) -> dict:
+        if self._connecting:
+            self._connecting = False
+            answer = self._exchange(None, wait=wait)
+            if not self.failed and not answer.get("ok"):
+                self.failed = str(answer.get("message", "the checker could not connect"))
+        return self._exchange(request, wait=wait)
+
+    def _exchange(self, request: dict | None, *, wait: float = 300,
+                  answer: bool = True) -> dict:
+        """Send `request` (None: nothing) and, with `answer`, read the checker's next line."""
         if self.failed:
             return {"ok": False, "passed": False, "kind": "grader", "message": self.failed}
         try:
-            self.proc.stdin.write(json.dumps(request) + "\n")
-            self.proc.stdin.flush()
+            if request is not None:
+                self.proc.stdin.write(json.dumps(request) + "\n")
+                self.proc.stdin.flush()
+            if not answer:
+                return {}
             ready, _, _ = select.select([self.proc.stdout], [], [], wait)
             line = self.proc.stdout.readline() if ready else ""
             if not line:
@@ -447,6 +469,7 @@ class SafeExecute(Execute):
         if self._stopped:
             cell.outputs = [_error("KernelStopped", f"Not run: {self._stopped}.")]
             return cell, resources
+        self._checker_for()   # started now, it gets ready while the kernel works
         self._output_used[index] = 0
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)

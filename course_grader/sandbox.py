@@ -224,6 +224,32 @@ def hidden_imports(extras: tuple[str, ...] | list[str] = IMPORTABLE_EXTRAS) -> l
     return sorted(p for p in hide - keep if os.path.exists(p))
 
 
+# A JSON file {"importable": [...], "hidden": [...]}: `hidden_imports(importable)` computed
+# once by the process that starts many sandboxes (course_grader.worker), which names it here;
+# reading the RECORD of every installed distribution costs a quarter of a CPU-second a kernel.
+HIDDEN_FILE_ENV = "COURSE_SANDBOX_HIDDEN_FILE"
+
+
+def write_hidden_file(path: str | os.PathLike,
+                      extras: tuple[str, ...] | list[str] = IMPORTABLE_EXTRAS) -> None:
+    Path(path).write_text(json.dumps({"importable": list(extras),
+                                      "hidden": hidden_imports(extras)}))
+
+
+def known_hidden(extras: list[str]) -> list[str] | None:
+    """The hidden paths of HIDDEN_FILE_ENV's file if it was computed for `extras`."""
+    path = os.environ.get(HIDDEN_FILE_ENV)
+    if not path:
+        return None
+    try:
+        known = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    if known.get("importable") != list(extras) or not isinstance(known.get("hidden"), list):
+        return None
+    return [str(p) for p in known["hidden"]]
+
+
 def exit_record(runtime_dir: str | os.PathLike) -> dict | None:
     """What the launcher wrote when the sandbox ended (returncode, signal, reason), if anything."""
     path = Path(runtime_dir) / EXIT_RECORD
@@ -641,8 +667,8 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as err:
             print(f"course_grader.sandbox: running as root, and {err}", file=sys.stderr)
             return 125
-    hidden = [] if opts.importable == "*" else hidden_imports(
-        [n for n in opts.importable.split(",") if n])
+    extras = [n for n in opts.importable.split(",") if n]
+    hidden = [] if opts.importable == "*" else known_hidden(extras) or hidden_imports(extras)
     scratch = tempfile.mkdtemp(prefix="course-sandbox-")
     try:
         return _launch(opts, cmd, limits, cgroup, hidden, scratch, drop_to)

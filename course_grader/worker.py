@@ -14,6 +14,7 @@ again elsewhere, and only the coordinator writes the real gradebook.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import signal
 import socket
@@ -23,6 +24,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from course_grader import sandbox
+from course_grader.nbgrader_hooks import PROBED_ENV
 
 __all__ = ["Graded", "Submission", "grade_submission", "read_tree", "write_tree"]
 
@@ -102,10 +106,32 @@ def _nbgrader() -> str:
     return str(found) if found.exists() else "nbgrader"
 
 
-def _env() -> dict[str, str]:
+@functools.cache
+def _sandbox_problem() -> str | None:
+    """The sandbox probed once per worker process (a full sandbox start: a third of a
+    second), instead of once per submission by each nbgrader."""
+    return sandbox.unavailable_reason()
+
+
+@functools.cache
+def _hidden_imports() -> str:
+    """What the sandbox hides from a kernel, computed once per worker process."""
+    with tempfile.TemporaryDirectory() as tmp:
+        sandbox.write_hidden_file(Path(tmp) / "hidden.json")
+        return (Path(tmp) / "hidden.json").read_text()
+
+
+def _env(unsafe: bool, course: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("MPLBACKEND", "Agg")
+    if not unsafe:
+        problem = _sandbox_problem()
+        if problem:
+            raise RuntimeError(f"the sandbox does not work on {socket.gethostname()}: {problem}")
+        env[PROBED_ENV] = "1"
+        (course / "sandbox-hidden.json").write_text(_hidden_imports())
+        env[sandbox.HIDDEN_FILE_ENV] = str(course / "sandbox-hidden.json")
     return env
 
 
@@ -130,9 +156,9 @@ def grade_submission(task: Submission, gradebook: bytes) -> Graded:
         if task.unsafe:
             cmd.append(UNSAFE_FLAG)
         try:
-            proc = subprocess.run(cmd, cwd=course, env=_env(), capture_output=True, text=True,
-                                  timeout=task.timeout, errors="replace",
-                                  preexec_fn=_die_with_parent)
+            proc = subprocess.run(cmd, cwd=course, env=_env(task.unsafe, course),
+                                  capture_output=True, text=True, timeout=task.timeout,
+                                  errors="replace", preexec_fn=_die_with_parent)
             failed = proc.returncode != 0 or "There was an error processing" in proc.stderr
             if failed:
                 notes.append(f"autograding failed ({last_error(proc.stderr)})")

@@ -378,3 +378,15 @@ def test_a_missing_sandbox_user_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_SANDBOX_USER", "root")
     with pytest.raises(ValueError, match="root"):
         sandbox.unprivileged_ids()
+
+
+def test_a_worker_computes_what_is_hidden_once_for_every_kernel(tmp_path, monkeypatch):
+    """The list of hidden packages travels in a file (course_grader.worker writes it once per
+    process); it is used only for the extras it was computed for."""
+    path = tmp_path / "hidden.json"
+    sandbox.write_hidden_file(path)
+    monkeypatch.setenv(sandbox.HIDDEN_FILE_ENV, str(path))
+    assert sandbox.known_hidden(list(sandbox.IMPORTABLE_EXTRAS)) == sandbox.hidden_imports()
+    assert sandbox.known_hidden(["transformers"]) is None
+    path.write_text("not json")
+    assert sandbox.known_hidden(list(sandbox.IMPORTABLE_EXTRAS)) is None
