@@ -165,6 +165,9 @@ def main() -> None:
             differ = sorted(s for s in reference if found.get(s, (None,))[:2] != reference[s][:2])
             print(f"  {label}: " + (f"every score and status as {first}" if not differ
                                     else f"DIFFERS from {first} for {differ}"))
+            for student in differ:
+                print(f"    {student}: {first}: {reference[student]}\n"
+                      f"    {' ' * len(student)}  {label}: {found.get(student)}")
 
 
 if __name__ == "__main__":

@@ -13,10 +13,9 @@ again elsewhere, and only the coordinator writes the real gradebook.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
-import signal
+import shutil
 import socket
 import subprocess
 import sys
@@ -31,11 +30,10 @@ from course_grader.nbgrader_hooks import PROBED_ENV
 __all__ = ["Graded", "Submission", "grade_submission", "read_tree", "write_tree"]
 
 UNSAFE_FLAG = "--SafeExecute.sandbox=False"
-_PR_SET_PDEATHSIG = 1
-try:
-    _prctl = ctypes.CDLL(None, use_errno=True).prctl
-except (OSError, AttributeError):  # not Linux: no parent-death signal
-    _prctl = None
+# nbgrader is started under `setpriv --pdeathsig KILL` (util-linux, which the sandbox needs
+# too): it is killed when the worker that started it dies, so a killed Dask worker leaves no
+# grading run behind (no preexec_fn, which is unsafe in a process with threads).
+_DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
 
 
 @dataclass(frozen=True)
@@ -63,13 +61,6 @@ class Graded:
     notes: list[str]
     seconds: float
     worker: str                      # host:pid of the process that graded it
-
-
-def _die_with_parent() -> None:
-    """In the nbgrader child, before exec: be killed when the worker that started it dies (a
-    killed Dask worker must not leave a grading run behind)."""
-    if _prctl is not None:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def last_error(text: str) -> str:
@@ -156,9 +147,9 @@ def grade_submission(task: Submission, gradebook: bytes) -> Graded:
         if task.unsafe:
             cmd.append(UNSAFE_FLAG)
         try:
-            proc = subprocess.run(cmd, cwd=course, env=_env(task.unsafe, course),
-                                  capture_output=True, text=True, timeout=task.timeout,
-                                  errors="replace", preexec_fn=_die_with_parent)
+            proc = subprocess.run([*_DIE_WITH_PARENT, *cmd], cwd=course,
+                                  env=_env(task.unsafe, course), capture_output=True,
+                                  text=True, timeout=task.timeout, errors="replace")
             failed = proc.returncode != 0 or "There was an error processing" in proc.stderr
             if failed:
                 notes.append(f"autograding failed ({last_error(proc.stderr)})")
