@@ -29,7 +29,7 @@ from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode
 from nbformat import v4 as nbformat_v4
 from nbgrader.preprocessors import Execute, OverwriteCells
-from traitlets import Bool, Dict, Integer, List, Unicode
+from traitlets import Bool, Dict, Enum, Integer, List, Unicode
 
 from course_grader import sandbox
 
@@ -415,6 +415,10 @@ class SafeExecute(Execute):
     reachable_by_unit = Dict(
         help="{unit: [more course_utils modules]} that a unit's kernel may import too").tag(
         config=True)
+    # Once the tests have run, the student's kernel holds nothing to wait for (its atexit
+    # hooks are the student's): it is stopped at once, a quarter of a second per submission.
+    shutdown_kernel = Enum(["graceful", "immediate"], default_value="immediate",
+                           help="how the kernel is stopped after the last cell").tag(config=True)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
