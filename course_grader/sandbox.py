@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import ctypes
 import json
 import os
 import resource
@@ -203,7 +204,8 @@ def importable_distributions(extras: tuple[str, ...] | list[str] = IMPORTABLE_EX
 
 def hidden_imports(extras: tuple[str, ...] | list[str] = IMPORTABLE_EXTRAS) -> list[str]:
     """The top-level modules, packages and .pth files of every installed distribution that
-    `importable_distributions` leaves out: the sandbox mounts a blocker over each."""
+    `importable_distributions` leaves out, and the files that register its entry points: the
+    sandbox mounts a blocker over each (an empty file over a .pth or entry_points.txt)."""
     import importlib.metadata as metadata
 
     allowed = importable_distributions(extras)
@@ -221,6 +223,11 @@ def hidden_imports(extras: tuple[str, ...] | list[str] = IMPORTABLE_EXTRAS) -> l
                 if first and first not in ("..", "__pycache__", "bin")
                 and not first.endswith((".dist-info", ".data", ".egg-info"))}
         (keep if name in allowed else hide).update(tops)
+        if name not in allowed:
+            # its plugins too (pygments lexers, pytest plugins...): a library that loads every
+            # registered plugin would otherwise import a hidden package and fail
+            hide.update(str(dist.locate_file(path)) for path in paths
+                        if path.endswith(".dist-info/entry_points.txt"))
     return sorted(p for p in hide - keep if os.path.exists(p))
 
 
@@ -272,6 +279,7 @@ _ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "n
 SANDBOX_USER = "nobody"
 _SETPRIV = shutil.which("setpriv") or "/usr/bin/setpriv"
 _BWRAP = shutil.which("bwrap") or "/usr/bin/bwrap"
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _PASSED_ENV = ("LANG", "LC_ALL", "NBGRADER_EXECUTION", "PYTHONHASHSEED", "OMP_NUM_THREADS",
                "MKL_NUM_THREADS", "MPLBACKEND")
 
@@ -423,8 +431,8 @@ def _bwrap_args(cmd: list[str], workdir: str, runtime_dir: str, limits: Limits,
                 bind(blocked_package, path)
             else:
                 parents(path)
-                args.extend(["--ro-bind", empty if path.endswith(".pth") else blocked_module,
-                             path])
+                empty_file = path.endswith((".pth", "entry_points.txt"))
+                args.extend(["--ro-bind", empty if empty_file else blocked_module, path])
     for host, dest in binds:
         bind(host, dest)
     if os.path.isdir("/sys/devices/system/cpu"):
@@ -604,16 +612,40 @@ def _copy_log(stream, path: Path) -> None:
                 kept += len(chunk)
 
 
-def _record_pid(info_read: int, path: Path) -> None:
+def _record_pid(info_read: int, path: Path) -> int | None:
     """Write the sandbox's first process id (as bwrap reports it) to `path`, for the grader
-    to reach the sockets in the sandbox through /proc/<pid>/root."""
+    to reach the sockets in the sandbox through /proc/<pid>/root; returns it."""
     with os.fdopen(info_read, "rb") as info:
         data = info.read(4096)
     try:
         pid = int(json.loads(data.decode() or "{}")["child-pid"])
     except (ValueError, KeyError, TypeError):
-        return
+        return None
     _write_record(path, {"pid": pid})
+    return pid
+
+
+class _Stop:
+    """The launcher's SIGTERM handler: SIGKILL the sandbox's first process (the init of its
+    pid namespace, whose death ends every process in the sandbox) and bwrap itself. bwrap's
+    --die-with-parent does not cover this: the setting is cleared when bwrap changes its
+    credentials, so a sandbox outlived a launcher killed with its grading worker."""
+
+    def __init__(self):
+        self.pids: list[int] = []
+        self.stopped = False
+
+    def __call__(self, *_):
+        self.stopped = True
+        for pid in reversed(self.pids):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+    def add(self, pid: int | None) -> None:
+        if pid is not None:
+            self.pids.append(pid)
+            if self.stopped:
+                self()
 
 
 def socket_dir_from_host(runtime_dir: str | os.PathLike, timeout: float = 30.0) -> str | None:
@@ -652,6 +684,8 @@ def main(argv: list[str] | None = None) -> int:
     if not cmd:
         parser.error("expected a command after --")
     limits = Limits(**{f.name: getattr(opts, f.name) for f in fields(Limits)})
+    if not _end_with_parent():
+        return 125
 
     # Root is exempt from RLIMIT_NPROC: as root, a pids cgroup caps the processes instead.
     cgroup = _PidsCgroup(limits.processes) if os.getuid() == 0 else None
@@ -676,6 +710,20 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _end_with_parent() -> bool:
+    """Be sent SIGTERM when the process that started this launcher dies (nbgrader, killed
+    with its grading worker): the handler set in `_launch` then ends the sandbox and the
+    launcher removes what it made, instead of a kernel left running up to its wall limit.
+    False if that parent is already gone."""
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the wall limit still ends the kernel
+        return True
+    return os.getppid() == parent
+
+
 def _launch(opts, cmd: list[str], limits: Limits, cgroup, hidden: list[str],
             scratch: str, drop_to: tuple[int, int] | None) -> int:
     fds: list[int] = []
@@ -692,6 +740,8 @@ def _launch(opts, cmd: list[str], limits: Limits, cgroup, hidden: list[str],
                        drop_to=drop_to)
     # An interrupt for the kernel reaches the whole process group: the launcher ignores it.
     signal.signal(signal.SIGINT, lambda *_: None)
+    stop = _Stop()
+    signal.signal(signal.SIGTERM, stop)
     child = subprocess.Popen(args, pass_fds=[*fds, info_write],
                              stdin=None if opts.stdio else subprocess.DEVNULL,
                              stdout=None if opts.stdio else subprocess.PIPE,
@@ -705,8 +755,8 @@ def _launch(opts, cmd: list[str], limits: Limits, cgroup, hidden: list[str],
     threading.Thread(target=_copy_log, args=(child.stderr if opts.stdio else child.stdout,
                                              Path(opts.runtime_dir) / KERNEL_LOG),
                      daemon=True).start()
-    _record_pid(info_read, Path(opts.runtime_dir) / PID_RECORD)
-    signal.signal(signal.SIGTERM, lambda *_: child.kill())
+    stop.add(child.pid)
+    stop.add(_record_pid(info_read, Path(opts.runtime_dir) / PID_RECORD))
     wall_killed = False
     try:
         returncode = child.wait(timeout=limits.wall_seconds)

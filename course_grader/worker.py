@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -27,7 +28,8 @@ from pathlib import Path
 from course_grader import sandbox
 from course_grader.nbgrader_hooks import PROBED_ENV
 
-__all__ = ["Graded", "Submission", "grade_submission", "read_tree", "write_tree"]
+__all__ = ["Graded", "Submission", "grade_submission", "read_tree", "remove_orphaned_folders",
+           "write_tree"]
 
 UNSAFE_FLAG = "--SafeExecute.sandbox=False"
 # nbgrader is started under `setpriv --pdeathsig KILL` (util-linux, which the sandbox needs
@@ -112,8 +114,45 @@ def _hidden_imports() -> str:
         return (Path(tmp) / "hidden.json").read_text()
 
 
+_FOLDER_PREFIX = "grade-"
+
+
+def _folder_prefix(unit: str) -> str:
+    """A grading folder's name carries the worker's pid, so that another worker can tell
+    whether the folder's owner is still alive."""
+    return f"{_FOLDER_PREFIX}{unit}-pid{os.getpid()}-"
+
+
+def remove_orphaned_folders(root: Path | None = None) -> list[Path]:
+    """Remove the grading folders under `root` (the temporary folder) whose worker process
+    is gone: a worker killed mid-submission cannot remove its own. Returns those removed."""
+    removed = []
+    for folder in Path(root or tempfile.gettempdir()).glob(f"{_FOLDER_PREFIX}*-pid*-*"):
+        found = re.search(r"-pid(\d+)-", folder.name)
+        if found is None or not folder.is_dir() or _alive(int(found.group(1))):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
 def _env(unsafe: bool, course: Path) -> dict[str, str]:
     env = dict(os.environ)
+    # what nbgrader and the sandbox make in the temporary folder (the kernel's connection
+    # folder, the sandbox's scratch) goes inside this submission's folder, which is
+    # removed with it, or by another worker if this one is killed
+    (course / "tmp").mkdir()
+    env["TMPDIR"] = str(course / "tmp")
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("MPLBACKEND", "Agg")
     if not unsafe:
@@ -133,7 +172,8 @@ def grade_submission(task: Submission, gradebook: bytes) -> Graded:
     start = time.monotonic()
     notes: list[str] = []
     failed = False
-    with tempfile.TemporaryDirectory(prefix=f"grade-{task.unit}-") as tmp:
+    remove_orphaned_folders()
+    with tempfile.TemporaryDirectory(prefix=_folder_prefix(task.unit)) as tmp:
         course = Path(tmp)
         (course / "nbgrader_config.py").write_bytes(task.config)
         (course / "gradebook.db").write_bytes(gradebook)

@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -84,7 +85,7 @@ def test_a_worker_killed_mid_submission_loses_nothing(course):
                     break
             time.sleep(0.2)
         assert victim, "no worker started grading within 2 minutes"
-        time.sleep(1.0)   # mid-submission: nbgrader is running the kernel
+        tree = running_kernel_tree(victim)  # mid-submission: nbgrader is running the kernel
         os.kill(victim, signal.SIGKILL)
         grading.join(timeout=600)
         assert not grading.is_alive()
@@ -95,8 +96,38 @@ def test_a_worker_killed_mid_submission_loses_nothing(course):
     scores = gradebook_scores(course)
     assert sorted(scores) == sorted(expected)   # one submission each
     assert {s: sum(g.values()) for s, g in scores.items()} == expected
-    assert not psutil.pid_exists(nbgrader_pid) or \
-        psutil.Process(nbgrader_pid).status() == psutil.STATUS_ZOMBIE
+    # nothing of the killed worker's submission is left: not its nbgrader, its sandbox
+    # launcher, bwrap or the kernel, nor its folder (removed by the worker that regraded it)
+    assert nbgrader_pid in {p.pid for p in tree}
+    time.sleep(1.0)  # a launcher told to stop ends its sandbox and cleans up first
+    survivors = [p for p in tree if alive(p)]
+    assert not survivors, [command(p) for p in survivors]
+    assert not list(Path(tempfile.gettempdir()).glob(f"grade-*-pid{victim}-*"))
+
+
+def command(process) -> list[str]:
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
+
+
+def alive(process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def running_kernel_tree(pid: int) -> list:
+    """The processes under `pid` once one of them is a graded kernel (within 60 s)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        tree = psutil.Process(pid).children(recursive=True)
+        if any("ipykernel_launcher" in " ".join(command(p)) for p in tree):
+            return tree
+        time.sleep(0.1)
+    raise AssertionError("the worker started no kernel within 60 s")
 
 
 # Hostile and broken submissions of the corpus whose grading takes no timeout to wait out.

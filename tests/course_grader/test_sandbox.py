@@ -293,6 +293,30 @@ for name in ["transformers", "tokenizers", "huggingface_hub", "playwright", "tor
         assert seen[name] == "ok", seen
 
 
+def test_hidden_packages_register_no_plugins(tmp_path):
+    """A hidden distribution's entry points are hidden with it: pygments finds a lexer by
+    name by loading every registered lexer plugin, and a plugin of a hidden package (myst-nb,
+    installed to build the site) would raise ModuleNotFoundError there; the runtime
+    packages' own plugins (IPython's lexers) stay."""
+    code = """
+import importlib.metadata as md
+import pygments.lexers, pygments.styles
+for group in ("pygments.lexers", "pygments.styles", "pytest11", "console_scripts"):
+    for ep in md.entry_points(group=group):
+        print(group, ep.name, ep.dist.name if ep.dist else "")
+print("lexer", pygments.lexers.get_lexer_by_name("ipython3").name)
+print("styles", len(list(pygments.styles.get_all_styles())))
+"""
+    proc, record = run(tmp_path, code)
+    assert record["returncode"] == 0, proc.stdout
+    lines = proc.stdout.strip().splitlines()
+    assert "lexer IPython" in lines, lines[-3:]  # ipython_pygments_lexers, a runtime package
+    hidden_dists = {"myst-nb", "myst_nb", "accessible-pygments", "pytest-xdist",
+                    "transformers", "playwright", "jupyter-book"}
+    registered = {line.split()[-1].lower() for line in lines if line.count(" ") == 2}
+    assert not registered & hidden_dists, registered & hidden_dists
+
+
 @pytest.mark.skipif(os.getuid() != 0, reason="the launcher makes a pids cgroup only as root")
 def test_a_kernel_stopped_mid_cell_leaves_no_cgroup(tmp_path):
     """Stopping a kernel kills its launcher before the launcher can remove its pids cgroup;
