@@ -22,7 +22,7 @@ LAB_ARGS ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lab test check lectures tiny-bert translators release student-edition autograde report sandbox browser feedback bench bench-autograde lock clean
+.PHONY: help setup lab test check lectures tiny-bert translators release student-edition site autograde report sandbox browser feedback bench bench-autograde lock clean
 
 help:
 	@echo "make lab        set up (if needed) and open JupyterLab on the course"
@@ -35,6 +35,7 @@ help:
 	@echo "                bow_positions, seq2seq_tricks, translators, score_functions.safetensors)"
 	@echo "make release    regenerate exercises/ from solutions/ with nbgrader"
 	@echo "make student-edition  build what students receive: dist/student/ and its zip"
+	@echo "make site       the course as an offline HTML book in site/: open site/index.html"
 	@echo "make autograde  grade every submission in submitted/<student>/<unit>/ in the sandbox"
 	@echo "                (JOBS=N in parallel; SCHEDULER=tcp://HOST:8786 on a Dask cluster;"
 	@echo "                UNSAFE=1 without the sandbox; COURSE_DB_URL=... a PostgreSQL gradebook)"
@@ -158,6 +159,12 @@ release: $(STAMP)
 # (course_grader/edition.py; it refuses to finish if it finds a hidden-test line).
 student-edition: release
 	$(BIN)/python -m course_grader.edition --out dist/student --zip
+
+# The course as an offline HTML book in site/ (course_grader/site.py): the README's home page,
+# every lecture with its stored outputs (never executed), every exercise of the release, the
+# instructors' guide; MathJax and the theme are copied in, nothing is fetched from the network.
+site: $(STAMP)
+	$(BIN)/python -m course_grader.site --out site
 
 # The gradebook must know each assignment's source cells before it can grade, so grading
 # starts with a release (which is deterministic: exercises/ does not change).
@@ -289,7 +296,8 @@ bench-autograde: $(STAMP) sandbox
 lock:
 	rm -rf .lock-venv
 	$(PYTHON) -m venv .lock-venv
-	.lock-venv/bin/python -m pip install --quiet --disable-pip-version-check --editable '.[dev,grading]'
+	.lock-venv/bin/python -m pip install --quiet --disable-pip-version-check --editable '.[dev,grading,site]' \
+		sphinx-mathjax-offline==0.0.2
 	{ echo "# Pinned environment for make setup; regenerate with make lock."; \
 	  .lock-venv/bin/python -m pip freeze --exclude-editable | sed -e 's/+cpu$$//'; \
 	  .lock-venv/bin/python -m pip freeze --all | grep '^setuptools=='; } > requirements.lock

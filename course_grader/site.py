@@ -1,0 +1,346 @@
+"""The course as a website: an offline HTML book of every lecture and exercise.
+
+    python -m course_grader.site [--out site]
+
+writes a static book that a browser reads from the folder itself (file://) or from any web
+server, with nothing fetched from the network:
+
+* a home page: the README's introduction, its unit table and its notation;
+* one page per lecture, `lectures/NN_*.ipynb`, with its stored outputs (never executed);
+* one page per exercise, `exercises/NN_*/*.ipynb`: the student release (task text and visible
+  tests), never `solutions/`;
+* the instructors' guide: the README's section "For instructors".
+
+Every notebook page starts with a note on how to open it in JupyterLab (`make lab`, the file's
+path) and a link to the unit's other page (lecture to exercise and back); the sidebar, the
+previous/next links and the search come with the theme. The table of contents is made from
+the folders, so a new unit (`lectures/09_*.ipynb`, `exercises/09_*/`) gets its pages without
+editing anything here.
+
+The book is built with Sphinx, myst-nb and sphinx-book-theme, the stack that jupyter-book 1.x
+drives, called directly: jupyter-book 1.x caps myst-parser below 3, which needs an older
+markdown-it-py than the course pins. Formulas are rendered in the browser by MathJax 3 (SVG
+output: no web fonts) copied from the installed package `sphinx-mathjax-offline`; the theme
+bundles its own scripts, styles and icons. A figure's alt text is the description its lecture
+cell carries in `{"mystnb": {"image": {"alt": "..."}}}`.
+
+`leaks(site)` lists every hidden-test or solution line that the built pages show; the build
+refuses to finish when it finds one (see tests/course_grader/test_site.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import html.parser
+import importlib.metadata as metadata
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from course_grader.edition import hidden_test_lines
+
+__all__ = ["Unit", "build", "leaks", "main", "page_text", "readme_section", "secret_lines",
+           "units", "write_sources"]
+
+ROOT = Path(__file__).resolve().parents[1]
+TITLE = "Attention, from a bag of words to BERT"
+MATHJAX = "sphinx-mathjax-offline/static/mathjax/tex-svg-full.js"  # in that distribution
+MIN_SECRET_LINE = 16   # shorter lines (")", "return out") are not evidence of anything
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One unit of the course: its number ("00") and its two notebooks, either may be missing."""
+
+    number: str
+    lecture: Path | None = None
+    exercise: Path | None = None
+
+
+def units(lectures: Path = ROOT / "lectures", exercises: Path = ROOT / "exercises") -> list[Unit]:
+    """Every unit found in the folders, in order: `lectures/NN_*.ipynb` and
+    `exercises/NN_*/*.ipynb` belong to unit NN."""
+    found: dict[str, dict[str, Path]] = {}
+    for path in sorted(lectures.glob("[0-9]*.ipynb")):
+        found.setdefault(path.stem.split("_")[0], {})["lecture"] = path
+    for path in sorted(exercises.glob("[0-9]*/*.ipynb")):
+        found.setdefault(path.parent.name.split("_")[0], {})["exercise"] = path
+    return [Unit(number, **paths) for number, paths in sorted(found.items())]
+
+
+def readme_section(text: str, title: str) -> str:
+    """The README's section `## title`, up to the next section of the same level."""
+    match = re.search(rf"^## {re.escape(title)}\n.*?(?=^## |\Z)", text, flags=re.M | re.S)
+    if match is None:
+        raise RuntimeError(f"README.md has no section '## {title}'")
+    return match.group(0).strip()
+
+
+def _title(path: Path) -> str:
+    """A notebook's first `# ` heading (its page title), or its file name."""
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return path.stem
+
+
+def _note(heading: str, body: str) -> str:
+    return f"```{{admonition}} {heading}\n:class: tip\n\n{body}\n```\n"
+
+
+def _lecture_note(unit: Unit) -> str:
+    body = (f"Run `make lab` in the course folder, then open `lectures/{unit.lecture.name}`: "
+            "it is stored with its outputs, so you can read it first and run it after "
+            "(*Run → Run All Cells*).")
+    if unit.exercise is not None:
+        link = f"../exercises/{unit.exercise.parent.name}/{unit.exercise.name}"
+        body += f"\n\nThe exercise of this unit: [{_title(unit.exercise)}]({link})."
+    return _note("Open this lecture in JupyterLab", body)
+
+
+def _exercise_note(unit: Unit) -> str:
+    path = f"exercises/{unit.exercise.parent.name}/{unit.exercise.name}"
+    body = (f"Run `make lab` in the course folder, then open `{path}`. Fill in the cells marked "
+            "`YOUR CODE HERE` and run the test cell under each; *Kernel → Restart Kernel and "
+            "Run All Cells* runs them all.")
+    if unit.lecture is not None:
+        body += (f"\n\nThe lecture of this unit: [{_title(unit.lecture)}]"
+                 f"(../../lectures/{unit.lecture.name}).")
+    return _note("Work on this exercise in JupyterLab", body)
+
+
+def _with_note(source: Path, note: str) -> nbformat.NotebookNode:
+    """The notebook with `note` as a markdown cell right under its title (the `# ` line;
+    the cell that holds it is split there), or first if it has none. The copy only."""
+    nb = nbformat.read(source, as_version=4)
+    for at, cell in enumerate(nb.cells):
+        lines = cell.source.splitlines() if cell.cell_type == "markdown" else []
+        title = next((i for i, line in enumerate(lines) if line.startswith("# ")), None)
+        if title is not None:
+            cell.source = "\n".join(lines[:title + 1])
+            rest = "\n".join(lines[title + 1:]).strip("\n")
+            after = [nbformat.v4.new_markdown_cell(rest)] if rest else []
+            nb.cells[at + 1:at + 1] = [nbformat.v4.new_markdown_cell(note), *after]
+            return nb
+    nb.cells.insert(0, nbformat.v4.new_markdown_cell(note))
+    return nb
+
+
+def _unit_table(readme: str, found: list[Unit]) -> str:
+    """The README's section "Units", each row's exercise column with a link to its page."""
+    exercises = {unit.number: unit.exercise for unit in found if unit.exercise is not None}
+
+    def link(row: re.Match) -> str:
+        cells = row.group(0).split("|")
+        path = exercises.get(cells[1].strip())
+        if path is not None and len(cells) > 3:
+            page = f"exercises/{path.parent.name}/{path.name}"
+            cells[3] = f"{cells[3].rstrip()} ([exercise]({page})) "
+        return "|".join(cells)
+
+    return re.sub(r"^\| *\d+ *\|.*$", link, readme_section(readme, "Units"), flags=re.M)
+
+
+def _home_page(readme: str, found: list[Unit]) -> str:
+    intro = readme.split("\n## ", 1)[0].strip()
+    note = _note("Open the course in JupyterLab",
+                 "Run `make lab` in the course folder (the first time it sets everything up). "
+                 "The lectures are in `lectures/`, the exercises in `exercises/<unit>/`, and "
+                 "this page is `README.md`.")
+    return "\n\n".join([intro, note, _unit_table(readme, found),
+                        readme_section(readme, "Notation")]) + "\n"
+
+
+def _instructors_page(readme: str) -> str:
+    """The README's "For instructors", one heading level up (its title is the page's)."""
+    section = re.sub(r"^#(#+) ", r"\1 ", readme_section(readme, "For instructors"), flags=re.M)
+    title, _, rest = section.partition("\n")
+    note = _note("Open this guide in JupyterLab",
+                 "Run `make lab` in the course folder and open `README.md`: this page is its "
+                 "section *For instructors*.")
+    return f"{title}\n\n{note}\n{rest}\n"
+
+
+def _toc(pages: list[str]) -> str:
+    return "\n".join(["```{toctree}", ":hidden:", ":maxdepth: 1", ":caption: Units", "",
+                      *pages, "```", "", "```{toctree}", ":hidden:", ":caption: Instructors",
+                      "", "instructors", "```", ""])
+
+
+def _conf(static: Path) -> str:
+    options = {"home_page_in_toc": True, "show_navbar_depth": 1, "show_toc_level": 2,
+               "use_download_button": False, "use_fullscreen_button": False,
+               "use_repository_button": False, "navigation_with_keys": False}
+    settings = {
+        "project": TITLE, "html_title": TITLE, "author": "the course",
+        "extensions": ["myst_nb"], "html_theme": "sphinx_book_theme",
+        "html_theme_options": options, "html_static_path": [str(static)],
+        "mathjax_path": "mathjax/tex-svg-full.js", "nb_execution_mode": "off",
+        "myst_enable_extensions": ["dollarmath", "amsmath"], "myst_heading_anchors": 3,
+        "html_copy_source": False, "html_show_sourcelink": False, "language": "en",
+        "exclude_patterns": ["**.ipynb_checkpoints"],
+        # a figure is an output of its cell; "image" and "mime" would flag every ipywidgets
+        # fallback and the few outputs that have no text form
+        "suppress_warnings": ["mystnb.unknown_mime_type"],
+    }
+    return "".join(f"{name} = {value!r}\n" for name, value in settings.items())
+
+
+def _mathjax() -> Path:
+    """MathJax 3's single-file TeX-to-SVG build, from the installed sphinx-mathjax-offline."""
+    try:
+        path = Path(metadata.distribution("sphinx-mathjax-offline").locate_file(MATHJAX))
+    except metadata.PackageNotFoundError:
+        path = None
+    if path is None or not path.is_file():
+        raise RuntimeError("MathJax not found: install sphinx-mathjax-offline (make setup "
+                           "installs it from requirements.lock)")
+    return path
+
+
+def write_sources(src: Path, found: list[Unit], readme: str) -> list[str]:
+    """The book's sources in `src`: conf.py, index.md (with the table of contents, from
+    `found`), instructors.md and a copy of every notebook with its note. Returns the pages in
+    reading order, as Sphinx names them."""
+    pages = []
+    for unit in found:
+        if unit.lecture is not None:
+            nb = _with_note(unit.lecture, _lecture_note(unit))
+            (src / "lectures").mkdir(parents=True, exist_ok=True)
+            nbformat.write(nb, src / "lectures" / unit.lecture.name)
+            pages.append(f"lectures/{unit.lecture.stem}")
+        if unit.exercise is not None:
+            folder = src / "exercises" / unit.exercise.parent.name
+            folder.mkdir(parents=True, exist_ok=True)
+            nbformat.write(_with_note(unit.exercise, _exercise_note(unit)),
+                           folder / unit.exercise.name)
+            pages.append(f"exercises/{unit.exercise.parent.name}/{unit.exercise.stem}")
+    (src / "index.md").write_text(_home_page(readme, found) + "\n" + _toc(pages))
+    (src / "instructors.md").write_text(_instructors_page(readme))
+    mathjax = _mathjax()
+    (src / "_mathjax" / "mathjax").mkdir(parents=True)
+    shutil.copy2(mathjax, src / "_mathjax" / "mathjax" / mathjax.name)
+    (src / "conf.py").write_text(_conf(src / "_mathjax"))
+    return ["index", *pages, "instructors"]
+
+
+class _Text(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.skip = 0
+
+    def handle_starttag(self, tag, attrs):
+        self.skip += tag in ("script", "style")
+
+    def handle_endtag(self, tag):
+        self.skip -= tag in ("script", "style") and self.skip > 0
+
+    def handle_data(self, data):
+        if not self.skip:
+            self.parts.append(data)
+
+
+def page_text(path: Path) -> str:
+    """What a reader sees of an HTML page: its text, without tags, scripts and styles."""
+    parser = _Text()
+    parser.feed(path.read_text(errors="replace"))
+    return "".join(parser.parts)
+
+
+def _public_text() -> str:
+    """Everything a student may read anyway: the README, the lectures (sources and
+    outputs) and the release."""
+    texts = [(ROOT / "README.md").read_text()]
+    for path in sorted(ROOT.glob("lectures/*.ipynb")) + sorted(ROOT.glob("exercises/*/*.ipynb")):
+        texts.append(path.read_text())   # JSON: the sources and every output, escaped
+        texts += [cell.source for cell in nbformat.read(path, as_version=4).cells]
+    return "\n".join(texts)
+
+
+def secret_lines(solutions: Path = ROOT / "solutions") -> set[str]:
+    """The lines a page must never show: every hidden-test line (edition.hidden_test_lines)
+    and every line of solution code between BEGIN and END SOLUTION, at least 16 characters
+    long and found nowhere in what students read anyway (a solution may share a line with
+    its lecture)."""
+    lines = set(hidden_test_lines(solutions))
+    for path in sorted(solutions.glob("*/*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            for block in re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", cell.source,
+                                    flags=re.S):
+                lines.update(line.strip() for line in block.splitlines())
+    public = _public_text()
+    return {line for line in lines if len(line) >= MIN_SECRET_LINE and line not in public}
+
+
+def leaks(site: Path, secrets: set[str] | None = None) -> list[str]:
+    """Every secret line (`secret_lines()`) that a page of `site` shows, as
+    "page: line"; empty when the site is fit for students."""
+    secrets = secret_lines() if secrets is None else secrets
+    found = []
+    for path in sorted(site.rglob("*.html")):
+        text = page_text(path)
+        found += [f"{path.relative_to(site)}: {line!r}" for line in sorted(secrets)
+                  if line in text]
+    return found
+
+
+def build(out: Path, lectures: Path = ROOT / "lectures", exercises: Path = ROOT / "exercises",
+          readme: Path = ROOT / "README.md") -> Path:
+    """Build the book from the notebooks in `lectures` and `exercises` into `out` (replaced if
+    it exists) and return it. Refuses to finish if a page shows a secret line."""
+    out = Path(out)
+    found = units(lectures, exercises)
+    if not found:
+        raise RuntimeError(f"no lecture in {lectures} and no exercise in {exercises}")
+    with tempfile.TemporaryDirectory(prefix="course-site-") as work:
+        src, html_dir = Path(work) / "src", Path(work) / "html"
+        src.mkdir()
+        write_sources(src, found, readme.read_text())
+        proc = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", str(src),
+                               str(html_dir)], capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            raise RuntimeError(f"sphinx-build failed:\n{proc.stdout}\n{proc.stderr}")
+        if proc.stderr.strip():
+            print(proc.stderr.strip().replace(str(src) + "/", ""), file=sys.stderr)
+        problems = leaks(html_dir)
+        if problems:
+            raise RuntimeError("the site would give away:\n  " + "\n  ".join(problems))
+        shutil.rmtree(html_dir / ".doctrees", ignore_errors=True)
+        if (html_dir / "_sources").is_dir() and not any((html_dir / "_sources").iterdir()):
+            (html_dir / "_sources").rmdir()   # html_copy_source is off: Sphinx leaves it empty
+        (html_dir / ".buildinfo").unlink(missing_ok=True)
+        if out.exists():
+            shutil.rmtree(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(html_dir, out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m course_grader.site",
+                                     description="Build the course as an offline HTML book.")
+    parser.add_argument("--out", default=str(ROOT / "site"),
+                        help="where to write the book (default: site/)")
+    opts = parser.parse_args(argv)
+    start = time.perf_counter()
+    out = build(Path(opts.out))
+    files = [p for p in out.rglob("*") if p.is_file()]
+    size = sum(p.stat().st_size for p in files)
+    pages = len([p for p in files if p.suffix == ".html" and "_static" not in p.parts])
+    print(f"site in {out}: {pages} pages, {len(files)} files, {size / 1e6:.1f} MB, "
+          f"built in {time.perf_counter() - start:.1f} s; open {out / 'index.html'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
