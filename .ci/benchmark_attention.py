@@ -8,14 +8,21 @@ with the per-head weights the course's module returns, and without weights (PyTo
 kernel). Then one training step (forward, cross-entropy, backward, Adam) of the course's
 `transformer.Transformer` divided by that of the same model around `torch.nn.Transformer`
 (B = 32, S = T = 32, d_model = 128, 8 heads, d_ff = 512, 2 + 2 layers, V = 1000, padding and
-causal masks). Last, MiniLM-L6's forward pass in the course's `bert.Bert` divided by that of
+causal masks). Then MiniLM-L6's forward pass in the course's `bert.Bert` divided by that of
 `transformers`' BertModel (eager attention, which returns the weights as ours does) on the same
-weights and input (B = 16 sentences padded to T = 64, float32, no gradient). Medians of
+weights and input (B = 16 sentences padded to T = 64, float32, no gradient). Last, unit 09:
+the forward of tiled attention (`tiled_attention.tiled_attention`, key blocks of 128) against
+the matrix form (`tiled_attention.matrix_attention`, and unit 04's
+`attention.scaled_dot_product_attention`, which also returns the weights) at T = 1024, 2048
+and 4096 (B = 1, 4 heads, d_k = 64, float32, no gradient): the peak memory of each call
+(`attention_cost.peak_memory`) beside the arithmetic B n_heads T^2 4 bytes of one score
+matrix, the time, and the tiled form's peak and time over the matrix form's. Medians of
 several runs, after a warm-up. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 
@@ -23,11 +30,14 @@ import torch
 import torch.nn as nn
 from transformers import BertModel
 
+from course_utils.attention import scaled_dot_product_attention
+from course_utils.attention_cost import format_bytes, matrix_bytes, peak_memory
 from course_utils.bert import load_minilm, minilm_files
 from course_utils.data.vocab import PAD_ID
 from course_utils.multihead import MultiHeadAttention
 from course_utils.positional import sinusoidal_encoding
 from course_utils.seq2seq import padded_cross_entropy
+from course_utils.tiled_attention import matrix_attention, tiled_attention
 from course_utils.training import seconds_per_call
 from course_utils.transformer import (
     Transformer,
@@ -80,7 +90,7 @@ class TorchTransformer(nn.Module):
         self.cfg = cfg
         self.src_embed = nn.Embedding(cfg.src_vocab_size, cfg.d_model)
         self.tgt_embed = nn.Embedding(cfg.tgt_vocab_size, cfg.d_model)
-        self.register_buffer("positions", sinusoidal_encoding(cfg.max_positions, cfg.d_model))
+        self.register_buffer("positions", sinusoidal_encoding(cfg.n_positions, cfg.d_model))
         self.core = nn.Transformer(cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.n_layers,
                                    cfg.d_ff, dropout=0.0, batch_first=True)
         self.out = nn.Linear(cfg.d_model, cfg.tgt_vocab_size)
@@ -100,7 +110,7 @@ class TorchTransformer(nn.Module):
 def transformer_step_ratio() -> None:
     B, S, T, V = 32, 32, 32, 1000
     cfg = TransformerConfig(V, V, d_model=128, n_heads=8, d_ff=512, n_layers=2, max_len=T,
-                            max_positions=64)
+                            n_positions=64)
     gen = torch.Generator().manual_seed(0)
     lengths = torch.randint(S // 2, S + 1, (B,), generator=gen)
     src = torch.randint(4, V, (B, S), generator=gen).masked_fill(
@@ -159,7 +169,35 @@ def minilm_forward_ratio() -> None:
           f"{ratio:4.2f}  {mark}")
 
 
+def tiled_attention_cost() -> None:
+    B, n_heads, d_k, block = 1, 4, 64, 128
+    forms = {"matrix form (unit 09's reference)": matrix_attention,
+             "matrix form, unit 04's (+ weights)": lambda q, k, v:
+             scaled_dot_product_attention(q, k, v)[0],
+             f"tiled, key blocks of {block}": lambda q, k, v: tiled_attention(q, k, v, block)}
+    print(f"Attention forward, B={B} n_heads={n_heads} d_k={d_k}, float32, no gradient, "
+          f"{torch.get_num_threads()} threads")
+    print(f"  {'T':>5} {'form':<36} {'peak memory':>12} {'time':>10}   "
+          f"(one score matrix B n_heads T^2 4 bytes)")
+    for T in (1024, 2048, 4096):
+        gen = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(B, n_heads, T, d_k, generator=gen) for _ in range(3))
+        peaks, times = {}, {}
+        with torch.no_grad():
+            for name, form in forms.items():
+                peaks[name] = peak_memory(form, q, k, v)[1]
+                times[name] = seconds_per_call(functools.partial(form, q, k, v), repeats=5)
+        matrix, _, tiled = forms
+        for name in forms:
+            note = f"({format_bytes(matrix_bytes(B, n_heads, T, T))})" if name == matrix else ""
+            print(f"  {T:>5} {name:<36} {format_bytes(peaks[name]):>12} "
+                  f"{times[name] * 1e3:8.1f} ms   {note}")
+        print(f"  {T:>5} tiled over matrix form: peak memory {peaks[tiled] / peaks[matrix]:.3f}"
+              f", time {times[tiled] / times[matrix]:.2f}")
+
+
 if __name__ == "__main__":
     main()
     transformer_step_ratio()
     minilm_forward_ratio()
+    tiled_attention_cost()

@@ -60,6 +60,19 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
                       classification_accuracy                  -> bert, tokenization, training
     analysis          unit 08: attention to chosen tokens, Kovaleva pattern types, norm-weighted
                       attention, relation heads, heads switched off             -> multihead
+    tiled_attention   unit 09: online_softmax (softmax_state and combine: the running max
+                      and sum), tiled_attention (FlashAttention's forward, no T_q x T_k
+                      matrix), matrix_attention (the same in matrix form)     -> attention
+    attention_cost    unit 09: peak_memory (the profiler's allocations and frees replayed),
+                      matrix_bytes, tile_bytes, element_bytes, format_bytes
+    grouped_query     unit 09: GroupedQueryAttention (multi-query to multi-head; from_multihead),
+                      repeat_kv, grouped_query_transformer, the cache's bytes per token
+                      (LLAMA_2_7B, MISTRAL_7B), cache_bytes, fill_caches
+                                    -> multihead, transformer, attention_cost, data.vocab
+    long_inputs       unit 09: sliding_window_mask, receptive_field, WindowAttention,
+                      linear_attention (and its quadratic form), LinearAttention,
+                      pointer_model (unit 05's with full, window or linear attention)
+                                                            -> multihead, pointer_model
     viz               attention heatmaps and accuracy-by-length curves; diagrams of a
                       decoder step, self-attention, multi-head attention and the whole
                       Transformer (plots only)

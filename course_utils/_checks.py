@@ -14,7 +14,8 @@ widths, `n_ctx` unit 01's context window.
               require_fraction, require_number_in, require_increasing_pair
     tensors   shape_str, require_float_tensor, require_ids, require_mask, require_no_nan,
               require_finite, check_dim, broadcast_batch, require_weight, require_matrix
-    attention require_queries_keys, require_query_keys_any_width, require_query_and_keys
+    attention require_queries_keys, require_query_keys_any_width, require_query_and_keys,
+              require_heads_qkv, require_kv_heads
     RNNs      require_gru, require_source, require_encoder_states
     labels    require_labels
 """
@@ -69,6 +70,18 @@ def require_heads(d_model, n_heads) -> int:
         raise ValueError(f"d_model = {d_model} must be divisible by n_heads = {n_heads}: "
                          f"each head gets d_k = d_model / n_heads features")
     return d_model // n_heads
+
+
+def require_kv_heads(n_heads, n_kv_heads) -> int:
+    """n_heads query heads sharing n_kv_heads key/value heads (grouped-query attention), both
+    positive ints, n_kv_heads dividing n_heads: -> the group size n_heads / n_kv_heads."""
+    require_int(n_heads, "n_heads")
+    require_int(n_kv_heads, "n_kv_heads")
+    if n_heads % n_kv_heads:
+        raise ValueError(f"n_kv_heads = {n_kv_heads} must divide n_heads = {n_heads}: each "
+                         f"key/value head serves a group of n_heads / n_kv_heads query heads "
+                         f"(1 = multi-query, n_heads = multi-head)")
+    return n_heads // n_kv_heads
 
 
 def require_str(value, name: str) -> str:
@@ -290,6 +303,30 @@ def require_queries_keys(q, k) -> None:
             f"queries and keys must have the same width d_k: q is {shape_str(q.shape)}, "
             f"so k must be (..., T_k, {q.shape[-1]}); got k {shape_str(k.shape)}"
         )
+
+
+def require_heads_qkv(q, k, v) -> None:
+    """Queries (B, n_heads, T_q, d_k), keys (B, n_heads, T_k, d_k) and values
+    (B, n_heads, T_k, d_v), split into heads: one batch, one number of heads, one dtype,
+    as many values as keys, all finite."""
+    for x, name, rows, width in ((q, "q (queries)", "T_q", "d_k"), (k, "k (keys)", "T_k", "d_k"),
+                                 (v, "v (values)", "T_k", "d_v")):
+        require_float_tensor(x, name, f"(B, n_heads, {rows}, {width})", ndim=4)
+    if not q.shape[:2] == k.shape[:2] == v.shape[:2]:
+        raise ValueError(f"q, k and v must have the same B and n_heads, (B, n_heads, T, d_k): got "
+                         f"q {shape_str(q.shape)}, k {shape_str(k.shape)}, v {shape_str(v.shape)}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"queries and keys must have the same width d_k: q is "
+                         f"{shape_str(q.shape)}, so k must be (B, n_heads, T_k, {q.shape[-1]}); "
+                         f"got k {shape_str(k.shape)}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"every key needs a value: k is {shape_str(k.shape)}, so v must be "
+                         f"(B, n_heads, {k.shape[-2]}, d_v); got v {shape_str(v.shape)}")
+    if not q.dtype == k.dtype == v.dtype:
+        raise ValueError(f"q, k and v must have one dtype; got {q.dtype}, {k.dtype} and "
+                         f"{v.dtype}")
+    for x, name in ((q, "q (queries)"), (k, "k (keys)"), (v, "v (values)")):
+        require_finite(x, name)
 
 
 def require_query_keys_any_width(q, k, q_shape: str = "(..., T_q, d_q)") -> None:

@@ -91,22 +91,28 @@ def _require_sizes(length, n_symbols) -> tuple[int, int]:
     return length, n_symbols
 
 
-def make_pointer_data(n: int, length: int = 16, n_symbols: int = 24, seed: int = 0
-                      ) -> PointerData:
+def make_pointer_data(n: int, length: int = 16, n_symbols: int = 24, seed: int = 0,
+                      min_distance: int = 1) -> PointerData:
     """`n` examples drawn with `seed`: each row is `length` different symbols drawn from
     0 .. n_symbols - 1 in random order, followed by a pointer to a uniform position.
     Deterministic: the same arguments give the same tensors on every machine.
 
-    n >= 1; length >= 2; n_symbols >= length; seed an int >= 0.
+    The pointer stands `length - p` positions after the symbol it names (1 .. length);
+    `min_distance` keeps only pointers at least that far away, p uniform over
+    0 .. length - min_distance (unit 09's far pointers). The default, 1, allows every
+    position and draws exactly the rows it always drew.
+
+    n >= 1; length >= 2; n_symbols >= length; seed an int >= 0; min_distance in 1 .. length.
     """
     n = require_int(n, "n")
     length, n_symbols = _require_sizes(length, n_symbols)
     seed = require_int(seed, "seed", low=0)
+    min_distance = require_int(min_distance, "min_distance", high=length)
     rng = random.Random(seed)
     rows, targets = [], []
     for _ in range(n):
         symbols = rng.sample(range(n_symbols), length)  # `length` different symbols
-        position = rng.randrange(length)
+        position = rng.randrange(length - min_distance + 1)  # distance length - p >= min
         rows.append([*symbols, n_symbols + position])
         targets.append(position)
     ids = torch.tensor(rows, dtype=torch.long)  # (N, length + 1)

@@ -1,0 +1,240 @@
+"""Unit 09: attention for long inputs: a sliding window, and linear attention.
+
+**Sliding-window attention** lets query i attend only to keys at most `window` positions
+away, a band of the T x T mask:
+
+    causal      0 <= i - j <= window        (window + 1 keys: itself and the window before it)
+    symmetric   |i - j| <= window           (2 window + 1 keys)
+
+One layer sees `window` positions back; L stacked layers pass information on, so the output
+at position i can depend on positions i - L window .. i (and as far ahead when symmetric):
+`receptive_field` counts them (Longformer, Beltagy et al. 2020, arXiv:2004.05150; Mistral 7B
+uses window 4096). `WindowAttention` applies the band as a mask to the full score matrix,
+which shows what the model can see, not the saving: a kernel that computes only the band
+needs T (2 window + 1) scores.
+
+**Linear attention** (Katharopoulos et al. 2020, "Transformers are RNNs", arXiv:2006.16236)
+replaces exp(q . k) by a product of features phi(q) . phi(k), phi(x) = elu(x) + 1 > 0:
+
+    out_i = phi(q_i)^T (sum_j phi(k_j) v_j^T) / (phi(q_i)^T sum_j phi(k_j) + eps)
+
+The sums over j are computed once, a (d_k, d_v) matrix and a (d_k,) vector per head, so no
+T_q x T_k matrix is formed: O(T) time and memory. The causal form keeps running sums over
+j <= i; `linear_attention` adds them up chunk by chunk (a chunk's own keys by a small
+masked product, the earlier ones by the carried sums). `linear_attention_weights` gives the
+same attention in its quadratic form, the weights phi(q_i) . phi(k_j) normalised over j,
+to check it and to look at it. The price: a weight is never sharper than the features make
+it, and a feature map of width d_k cannot single out one of many positions as exp can.
+
+On unit 05's pointer task (`pointer_model`): full attention, a window, and linear attention
+in the same model, trained the same way; pointers that name a position farther away than
+the window reaches (`data.pointer.make_pointer_data(..., min_distance=...)`) tell them apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from course_utils._checks import (
+    require_bool,
+    require_choice,
+    require_heads_qkv,
+    require_int,
+    require_mask,
+    require_positive_number,
+    shape_str,
+)
+from course_utils.multihead import MultiHeadAttention, merge_heads, split_heads
+from course_utils.pointer_model import PointerConfig, PointerModel
+
+__all__ = ["ATTENTIONS", "LinearAttention", "WindowAttention", "elu_feature_map",
+           "linear_attention", "linear_attention_weights", "pointer_model", "receptive_field",
+           "sliding_window_mask"]
+
+ATTENTIONS = ("full", "window", "linear")
+
+
+# ----------------------------------------------------------------------------- the window
+
+def sliding_window_mask(T: int, window: int, causal: bool = True,
+                        device: torch.device | str | None = None) -> torch.Tensor:
+    """(T, T) bool, True where query i may attend to key j: 0 <= i - j <= window (causal) or
+    |i - j| <= window (symmetric). window = 0 is the diagonal alone; window >= T - 1 is the
+    causal mask (or no mask at all)."""
+    require_int(T, "T")
+    require_int(window, "window", low=0)
+    require_bool(causal, "causal")
+    i = torch.arange(T, device=device)[:, None]  # query positions (T_q, 1)
+    j = torch.arange(T, device=device)[None, :]  # key positions (1, T_k)
+    if causal:
+        return (i - j >= 0) & (i - j <= window)  # (T_q, T_k)
+    return (i - j).abs() <= window  # (T_q, T_k)
+
+
+def receptive_field(window: int, n_layers: int, causal: bool = True) -> int:
+    """How many positions the output of one query can depend on after `n_layers` layers of
+    sliding-window attention (in a long enough input): each layer reaches `window` further,
+
+        L window + 1 (causal),   2 L window + 1 (symmetric)."""
+    require_int(window, "window", low=0)
+    require_int(n_layers, "n_layers")
+    require_bool(causal, "causal")
+    return (1 if causal else 2) * n_layers * window + 1
+
+
+class WindowAttention(MultiHeadAttention):
+    """`MultiHeadAttention` (self-attention) under a sliding-window mask: forward(x, x, x,
+    mask=None) -> (output (B, T, d_model), weights (B, n_heads, T, T), zero outside the band).
+    A `mask` given is combined with the band (both must allow a key)."""
+
+    def __init__(self, d_model: int, n_heads: int, window: int, causal: bool = False,
+                 bias: bool = True):
+        super().__init__(d_model, n_heads, bias=bias)
+        self.window = require_int(window, "window", low=0)
+        self.causal = require_bool(causal, "causal")
+
+    def forward(self, query, key, value, mask=None, head_mask=None):
+        self.check_inputs(query, key, value)
+        if query.shape[1] != key.shape[1]:
+            raise ValueError(f"a sliding window is for self-attention: query and key must have "
+                             f"the same length T; got {shape_str(query.shape)} and "
+                             f"{shape_str(key.shape)}")
+        band = sliding_window_mask(query.shape[1], self.window, self.causal, query.device)
+        return super().forward(query, key, value, band if mask is None else mask & band,
+                               head_mask)
+
+
+# ----------------------------------------------------------------------------- linear attention
+
+def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
+    """phi(x) = elu(x) + 1, positive everywhere (Katharopoulos et al.'s feature map)."""
+    return F.elu(x) + 1
+
+
+def _features(q, k, v, causal, key_padding_mask, feature_map, eps):
+    """Checks; -> phi(q), phi(k) with padded keys zeroed."""
+    require_heads_qkv(q, k, v)
+    require_bool(causal, "causal")
+    if causal and q.shape[-2] != k.shape[-2]:
+        raise ValueError(f"causal linear attention is self-attention: q and k must have the "
+                         f"same length; got q {shape_str(q.shape)} and k {shape_str(k.shape)}")
+    if not callable(feature_map):
+        raise ValueError(f"feature_map must be a function of a tensor, such as "
+                         f"elu_feature_map; got {type(feature_map).__name__}")
+    require_positive_number(eps, "eps")
+    phi_q, phi_k = feature_map(q), feature_map(k)  # (B, n_heads, T_q, d_k), (.., T_k, d_k)
+    if phi_q.shape != q.shape or phi_k.shape != k.shape:
+        raise ValueError(f"feature_map must keep the shape of its input; it turned "
+                         f"{shape_str(q.shape)} into {shape_str(phi_q.shape)}")
+    if key_padding_mask is not None:
+        require_mask(key_padding_mask, "key_padding_mask", (q.shape[0], k.shape[-2]),
+                     meaning="True = a real key")
+        phi_k = phi_k * key_padding_mask[:, None, :, None]  # (B, 1, T_k, 1): padded keys 0
+    return phi_q, phi_k
+
+
+def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                     key_padding_mask: torch.Tensor | None = None,
+                     feature_map: Callable = elu_feature_map, chunk_size: int = 64,
+                     eps: float = 1e-6) -> torch.Tensor:
+    """Linear attention, without a T_q x T_k matrix:
+
+        out_i = phi(q_i)^T sum_j phi(k_j) v_j^T / (phi(q_i)^T sum_j phi(k_j) + eps)
+
+    over all keys j, or j <= i with `causal` (then T_q = T_k; computed `chunk_size` queries at
+    a time: the earlier chunks through the running sums, the chunk itself through a masked
+    (chunk_size, chunk_size) product). q: (B, n_heads, T_q, d_k), k: (B, n_heads, T_k, d_k),
+    v: (B, n_heads, T_k, d_v); key_padding_mask (B, T_k) bool, True = a real key.
+    Returns (B, n_heads, T_q, d_v); a query with no key gets zeros."""
+    phi_q, phi_k = _features(q, k, v, causal, key_padding_mask, feature_map, eps)
+    if not causal:
+        kv = phi_k.transpose(-2, -1) @ v  # (B, n_heads, d_k, d_v): sum_j phi(k_j) v_j^T
+        z = phi_k.sum(dim=-2, keepdim=True).transpose(-2, -1)  # (B, n_heads, d_k, 1)
+        return (phi_q @ kv) / (phi_q @ z + eps)  # (B, n_heads, T_q, d_v)
+    chunk_size = require_int(chunk_size, "chunk_size")
+    kv = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1], v.shape[-1])  # (B, n_heads, d_k, d_v)
+    z = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1], 1)  # (B, n_heads, d_k, 1)
+    out = []
+    for start in range(0, q.shape[-2], chunk_size):
+        end = start + chunk_size
+        q_c, k_c, v_c = phi_q[..., start:end, :], phi_k[..., start:end, :], v[..., start:end, :]
+        within = (q_c @ k_c.transpose(-2, -1)).tril()  # (B, n_heads, chunk, chunk), j <= i
+        numerator = q_c @ kv + within @ v_c  # (B, n_heads, chunk, d_v)
+        denominator = q_c @ z + within.sum(dim=-1, keepdim=True)  # (B, n_heads, chunk, 1)
+        out.append(numerator / (denominator + eps))
+        kv = kv + k_c.transpose(-2, -1) @ v_c  # the chunk's keys join the running sums
+        z = z + k_c.sum(dim=-2, keepdim=True).transpose(-2, -1)
+    return torch.cat(out, dim=-2)  # (B, n_heads, T_q, d_v)
+
+
+def linear_attention_weights(q: torch.Tensor, k: torch.Tensor, causal: bool = False,
+                             key_padding_mask: torch.Tensor | None = None,
+                             feature_map: Callable = elu_feature_map, eps: float = 1e-6
+                             ) -> torch.Tensor:
+    """The weights that linear attention gives, in the quadratic form:
+
+        alpha_ij = phi(q_i) . phi(k_j) / (sum_j' phi(q_i) . phi(k_j') + eps)
+
+    (over j <= i with `causal`), so that linear_attention(q, k, v) = alpha v. Builds the
+    (B, n_heads, T_q, T_k) matrix: for checking and looking, not for long inputs."""
+    phi_q, phi_k = _features(q, k, k, causal, key_padding_mask, feature_map, eps)
+    scores = phi_q @ phi_k.transpose(-2, -1)  # (B, n_heads, T_q, T_k), all >= 0
+    if causal:
+        scores = scores.tril()
+    return scores / (scores.sum(dim=-1, keepdim=True) + eps)  # (B, n_heads, T_q, T_k)
+
+
+class LinearAttention(MultiHeadAttention):
+    """`MultiHeadAttention` with linear attention in each head (no 1 / sqrt(d_k) scale, as in
+    the paper): forward(query, key, value) -> (output (B, T_q, d_model), weights
+    (B, n_heads, T_q, T_k)). The output comes from `linear_attention` (O(T) memory); the
+    weights are its quadratic form, computed without gradient, only to be looked at (a hit
+    rate); the output never uses them. Masks other than none are refused."""
+
+    def __init__(self, d_model: int, n_heads: int, causal: bool = False,
+                 feature_map: Callable = elu_feature_map, bias: bool = True):
+        super().__init__(d_model, n_heads, bias=bias)
+        self.causal = require_bool(causal, "causal")
+        self.feature_map = feature_map
+
+    def attend(self, query, k, v, mask=None, head_mask=None):
+        if mask is not None or head_mask is not None:
+            raise ValueError("LinearAttention takes no mask or head_mask (causal=True at "
+                             "construction gives the causal form)")
+        q = split_heads(self.w_q(query), self.n_heads)  # (B, n_heads, T_q, d_k)
+        heads = linear_attention(q, k, v, self.causal, feature_map=self.feature_map)
+        with torch.no_grad():
+            weights = linear_attention_weights(q, k, self.causal, feature_map=self.feature_map)
+        return self.w_o(merge_heads(heads)), weights  # (B, T_q, d_model), (B, n_heads, T_q, T_k)
+
+
+# ----------------------------------------------------------------------------- unit 05's task
+
+def pointer_model(config: PointerConfig, attention: str = "full", window: int | None = None
+                  ) -> PointerModel:
+    """Unit 05's `PointerModel` with the attention of every block chosen: "full" (the model
+    as unit 05 builds it), "window" (`WindowAttention`, symmetric, `window` positions each
+    way) or "linear" (`LinearAttention`). The rest (embeddings, positions, feed-forward,
+    readout at the pointer) is the same, so `pointer_model.train`, `accuracy` and `hit_rate`
+    work unchanged. Every variant starts from the same weights (those `PointerModel(config)`
+    draws), so that with one seed they differ in the attention alone."""
+    if not isinstance(config, PointerConfig):
+        raise ValueError(f"config must be a PointerConfig; got {type(config).__name__}")
+    require_choice(attention, "attention", ATTENTIONS)
+    if (attention == "window") != (window is not None):
+        raise ValueError(f"window must be given with attention='window', and only then; got "
+                         f"attention={attention!r}, window={window!r}")
+    model = PointerModel(config)
+    if attention == "full":
+        return model
+    for block in model.blocks:
+        if attention == "window":
+            layer = WindowAttention(config.d_model, config.n_heads, window)
+        else:
+            layer = LinearAttention(config.d_model, config.n_heads)
+        layer.load_state_dict(block.attention.state_dict())  # W^Q, W^K, W^V, W^O as drawn
+        block.attention = layer
+    return model
