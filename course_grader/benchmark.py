@@ -20,6 +20,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -59,21 +60,29 @@ def make_course(root: Path, base: Path, submissions: int, unit: str, corpus: boo
     return course
 
 
-def grade(course: Path, unit: str, *args: str) -> tuple[float, dict]:
-    """Grade every submission from scratch; (seconds, student -> (status, score, reason))."""
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def grade(course: Path, unit: str, *args: str) -> tuple[float, float, dict]:
+    """Grade every submission from scratch; (seconds, CPU seconds of the grading command and
+    every process it started, student -> (status, score, reason)). On a cluster the workers
+    are not the command's processes: their CPU is not counted."""
     for folder in ("autograded", "autograde_status"):
         shutil.rmtree(course / folder, ignore_errors=True)
     (course / "gradebook.db").unlink(missing_ok=True)
     subprocess.run([str(BIN / "nbgrader"), "generate_assignment", unit, "--force",
                     "--log-level=ERROR"], cwd=course, env=env(), check=True)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), children_cpu()
     proc = subprocess.run([sys.executable, "-m", "course_grader.autograde", unit, *args],
                           cwd=course, env=env(), capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, children_cpu() - cpu
     if proc.returncode != 0:
         raise SystemExit(f"autograde {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
     status = json.loads((course / "autograde_status" / f"{unit}.json").read_text())
-    return elapsed, {s: (e["status"], e["score"], e["reason"]) for s, e in status.items()}
+    return elapsed, cpu, {s: (e["status"], e["score"], e["reason"]) for s, e in status.items()}
 
 
 def _free_port() -> int:
@@ -141,9 +150,13 @@ def main() -> None:
         timeout = ["--cell-timeout", "20"] if opts.corpus else []
 
         def measure(label: str, args: list[str]) -> None:
-            seconds[label], verdicts[label] = grade(course, unit, *args, *timeout)
+            seconds[label], cpu, verdicts[label] = grade(course, unit, *args, *timeout)
+            # CPU per submission, and the cores kept busy on average (CPU / wall): where a
+            # parallel mode gains less than its jobs, this says whether the CPU was full
+            busy = "" if "--scheduler" in args else \
+                f"   {cpu / n:5.2f} CPU-s each, {cpu / seconds[label]:4.2f} cores busy"
             print(f"  {label:<36} {seconds[label]:7.1f} s   {seconds[label] / n:5.2f} s per "
-                  f"submission   {60 * n / seconds[label]:5.1f} per minute", flush=True)
+                  f"submission   {60 * n / seconds[label]:5.1f} per minute{busy}", flush=True)
 
         for key, (label, args) in runs.items():
             if key in opts.modes:
