@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import resource
@@ -120,12 +121,25 @@ def is_graded_test(cell) -> bool:
 @pytest.fixture(scope="session")
 def fresh_course(tmp_path_factory) -> Path:
     """A copy of the course's nbgrader set-up in a temporary folder, with every unit released
-    there by `nbgrader generate_assignment` (and so a gradebook that knows every unit)."""
+    there by `nbgrader generate_assignment` (and so a gradebook that knows every unit).
+    The release is made once per test run: the xdist workers share it (the first one makes
+    it, under a lock; nine nbgrader runs, half a minute of CPU) and each gets its own copy."""
+    run_dir = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):   # basetemp is <run>/popen-gw<n>
+        run_dir = run_dir.parent
+    shared = run_dir / "released-course"
+    with open(run_dir / "released-course.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (shared / ".complete").exists():
+            shutil.rmtree(shared, ignore_errors=True)
+            shared.mkdir()
+            shutil.copy(ROOT / "nbgrader_config.py", shared)
+            shutil.copytree(ROOT / "solutions", shared / "solutions")
+            for unit in UNITS:
+                run_nbgrader("generate_assignment", unit, "--force", cwd=shared)
+            (shared / ".complete").touch()
     course = tmp_path_factory.mktemp("course")
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    shutil.copytree(ROOT / "solutions", course / "solutions")
-    for unit in UNITS:
-        run_nbgrader("generate_assignment", unit, "--force", cwd=course)
+    shutil.copytree(shared, course, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".complete"))
     return course
 
 
