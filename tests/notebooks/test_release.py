@@ -63,25 +63,31 @@ def test_unsolved_exercise_fails_every_graded_test_cell(unit):
                 assert not _errors(cell), f"{path.name}: set-up cell fails: {_errors(cell)}"
 
 
+class _KeepingValidator(Validator):
+    """nbgrader's Validator, keeping the notebook it executed."""
+
+    executed = None
+
+    def _preprocess(self, nb):
+        self.executed = super()._preprocess(nb)
+        return self.executed
+
+
 @pytest.mark.parametrize("unit", UNITS)
-def test_nbgrader_validator_passes_the_solution(unit):
-    # (that it fails the unsolved release follows from every graded cell failing, above: the
-    # validator fails a notebook on any graded cell with an error)
-    validator = Validator(config=Config({"Execute": {"timeout": 300}}))
+def test_the_validator_passes_the_solution_and_every_cell_writes_nothing(unit):
+    """nbgrader's own Validator (what a student's Validate button runs) passes the solution
+    (that it fails the unsolved release follows from every graded cell failing, above: the
+    validator fails a notebook on any graded cell with an error). And in that same run every
+    cell is silent: nbgrader scores 0 for a graded cell that writes to stderr (a warning is
+    enough), and nbval does not compare cells stored without outputs (an error is an output
+    too: this is also the solution's run from top to bottom, which is why `make test` does not
+    give solutions/ to nbval as well)."""
     for path in sorted((ROOT / "solutions" / unit).glob("*.ipynb")):
+        validator = _KeepingValidator(config=Config({"Execute": {"timeout": 300}}))
         result = validator.validate(str(path))
         assert not result.get("failed") and not result.get("changed"), result
-
-
-@pytest.mark.parametrize("unit", UNITS)
-def test_solution_cells_write_nothing(unit):
-    """nbgrader scores 0 for a graded cell that writes to stderr (a warning is enough), and
-    nbval does not compare cells stored without outputs: so check here that every cell of the
-    solution runs silently (an error is an output too: this is also the solution's run from
-    top to bottom, which is why `make test` does not give solutions/ to nbval as well)."""
-    for path in sorted((ROOT / "solutions" / unit).glob("*.ipynb")):
-        nb = _execute(path)
-        for cell in nb.cells:
+        assert validator.executed is not None, "the validator executed nothing"
+        for cell in validator.executed.cells:
             if cell.cell_type != "code":
                 continue
             outputs = [(o.get("output_type"), o.get("name", ""), str(o.get("text", ""))[:300])
