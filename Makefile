@@ -31,8 +31,9 @@ help:
 	@echo "make lectures   re-execute the lecture notebooks in place (outputs are kept)"
 	@echo "make tiny-bert  pretrain unit 07's tiny BERT and write the weights unit 08 reads"
 	@echo "                (course_utils/data/tiny_bert.safetensors; about a minute)"
-	@echo "make translators  train the models that lectures 01-04 and 06 read (course_utils/data/"
-	@echo "                bow_positions, seq2seq_tricks, translators, score_functions.safetensors)"
+	@echo "make translators  train the models that lectures 01-04, 06 and 09 read (course_utils/data/"
+	@echo "                bow_positions, seq2seq_tricks, translators, score_functions,"
+	@echo "                grouped_query.safetensors)"
 	@echo "make release    regenerate exercises/ from solutions/ with nbgrader"
 	@echo "make student-edition  build what students receive: dist/student/ and its zip"
 	@echo "make site       the course as an offline HTML book in site/: open site/index.html"
@@ -146,7 +147,8 @@ translators: $(STAMP)
 	$(BIN)/python -c "import torch; torch.set_num_threads(1); \
 		from course_utils import shipped_bow; print('01', shipped_bow.write_shipped()); \
 		from course_utils.shipped_translators import RECIPES, write_shipped; \
-		[print(unit, write_shipped(recipe=recipe)) for unit, recipe in RECIPES.items()]"
+		[print(unit, write_shipped(recipe=recipe)) for unit, recipe in RECIPES.items()]; \
+		from course_utils import shipped_grouped_query; print('09', shipped_grouped_query.write_shipped())"
 
 release: $(STAMP)
 	@for unit in $(UNITS); do \

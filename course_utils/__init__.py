@@ -69,6 +69,9 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
                       repeat_kv, grouped_query_transformer, the cache's bytes per token
                       (LLAMA_2_7B, MISTRAL_7B), cache_bytes, fill_caches
                                     -> multihead, transformer, attention_cost, data.vocab
+    shipped_grouped_query  unit 09: unit 06's Transformer with 4, 2 and 1 key/value heads,
+                      trained once with lecture 06's recipe (`make translators`) and shipped
+                      in data/: train_variant, load           -> grouped_query, translator
     long_inputs       unit 09: sliding_window_mask, receptive_field, WindowAttention,
                       linear_attention (and its quadratic form), LinearAttention,
                       pointer_model (unit 05's with full, window or linear attention)

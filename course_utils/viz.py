@@ -7,6 +7,8 @@
                               the bottom (a statistic, an accuracy, the effect of switching a
                               head off)
     accuracy_by_length_plot   accuracy per length bucket, one line per model
+    scaling_plot              how costs (bytes, seconds) grow with the sequence length T, on
+                              log-log axes, with guide lines proportional to T and T^2 (unit 09)
     decoder_step_diagram      one step of Bahdanau's or Luong's attention decoder, as boxes
                               and arrows (unit 03)
     self_attention_diagram    Q = XW^Q, K = XW^K, V = XW^V and softmax(QK^T / sqrt(d_k)) V,
@@ -28,6 +30,7 @@ and these functions draw them.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
@@ -48,8 +51,8 @@ from course_utils._checks import (
 
 __all__ = ["accuracy_by_length_plot", "attention_heatmap", "attention_lines",
            "bag_of_words_diagram", "decoder_step_diagram", "head_heatmap", "multihead_diagram",
-           "norm_decomposition_diagram", "self_attention_diagram", "split_heads_diagram",
-           "transformer_diagram"]
+           "norm_decomposition_diagram", "scaling_plot", "self_attention_diagram",
+           "split_heads_diagram", "transformer_diagram"]
 
 
 def attention_heatmap(
@@ -273,6 +276,59 @@ def accuracy_by_length_plot(
         ax.set_title(title)
     return ax
 
+
+
+def scaling_plot(
+    lengths: Sequence[int],
+    series: Mapping[str, Sequence[float]],
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+    ylabel: str = "cost",
+    xlabel: str = "sequence length T",
+    guides: Sequence[int] = (1, 2),
+) -> plt.Axes:
+    """Draw how costs grow with the sequence length, on log-log axes: one line per entry of
+    `series` ({name: one positive value per length, NaN where not measured}), and a grey guide
+    proportional to T^p for each p in `guides` (dotted, dashed, ...; in the legend), through
+    the last point of the first series. A line parallel to the T^2 guide grows quadratically,
+    one parallel to T linearly. The lengths are ticked as they are (powers of two read best).
+    Returns the Axes."""
+    lengths = [require_int(t, "each length in lengths") for t in lengths]
+    if not lengths:
+        raise ValueError("lengths must hold at least one sequence length")
+    if not isinstance(series, Mapping) or not series:
+        raise ValueError(f"series must be a non-empty mapping {{name: values}}; got {series!r}")
+    table = {}
+    for name, values in series.items():
+        values = np.asarray(values, dtype=np.float64)
+        if values.shape != (len(lengths),) or np.any(values[~np.isnan(values)] <= 0):
+            raise ValueError(f"series[{name!r}] must hold {len(lengths)} positive values (NaN "
+                             f"where not measured), one per length; got {values.tolist()}")
+        table[str(name)] = values
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 3.8))
+    x = np.asarray(lengths, dtype=np.float64)
+    for name, values in table.items():
+        ax.plot(x, values, "o-", markersize=4, label=name)
+    first = next(iter(table.values()))
+    measured = np.flatnonzero(~np.isnan(first))
+    if len(measured):
+        anchor_x, anchor_y = x[measured[-1]], first[measured[-1]]
+        for power, style in zip(guides, itertools.cycle([":", "--", "-."])):
+            power = require_int(power, "each power in guides")
+            ax.plot(x, anchor_y * (x / anchor_x) ** power, style, color="grey", linewidth=1,
+                    label=f"$\\propto T^{power}$" if power > 1 else "$\\propto T$")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(x, labels=[f"{t:,}" for t in lengths])
+    ax.minorticks_off()
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title)
+    return ax
 
 # Bahdanau et al.'s and Luong et al.'s decoder steps (unit 03): node -> (x, y, label), and the
 # edges (from, to, label, dashed) between them; `decoder_step_diagram` draws one.

@@ -496,3 +496,27 @@ def test_the_norm_decomposition_diagram_draws_each_term_to_scale():
         norm_decomposition_diagram([0.5, 0.5, 0.0], [1.0, 1.0, 1.0], directions[:, :1],
                                    ["x", "y", "z"])
     plt.close("all")
+
+
+def test_the_scaling_plot_draws_each_series_and_guides_through_the_first_series_last_point():
+    from course_utils.viz import scaling_plot
+
+    lengths = [256, 512, 1024]
+    ax = scaling_plot(lengths, {"quadratic": [1.0, 4.0, 16.0], "linear": [2.0, 4.0, np.nan]},
+                      title="cost", ylabel="bytes")
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log" and ax.get_title() == "cost"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["256", "512", "1,024"]
+    lines = ax.get_lines()
+    assert [line.get_label() for line in lines] == ["quadratic", "linear", "$\\propto T$",
+                                                    "$\\propto T^2$"]
+    t_1, t_2 = (line.get_ydata() for line in lines[2:4])  # the guides, T and T^2
+    assert np.allclose(t_1, [4.0, 8.0, 16.0]) and np.allclose(t_2, [1.0, 4.0, 16.0])
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "quadratic", "linear", "$\\propto T$", "$\\propto T^2$"]
+    with pytest.raises(ValueError, match=r"series\['bad'\] must hold 3 positive values"):
+        scaling_plot(lengths, {"bad": [1.0, 0.0, 2.0]})
+    with pytest.raises(ValueError, match=r"series\['short'\] must hold 3"):
+        scaling_plot(lengths, {"short": [1.0, 2.0]})
+    with pytest.raises(ValueError, match="series must be a non-empty mapping"):
+        scaling_plot(lengths, {})
+    plt.close("all")

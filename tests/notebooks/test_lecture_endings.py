@@ -62,12 +62,21 @@ KNOWN_ARXIV_IDS = {
     "2002.04745": "Xiong et al., On Layer Normalization in the Transformer Architecture",
     "2002.10957": "Wang et al., MiniLM",
     "2002.12327": "Rogers et al., A Primer in BERTology",
+    "2004.05150": "Beltagy et al., Longformer: The Long-Document Transformer",
     "2004.08249": "Liu et al., Understanding the Difficulty of Training Transformers",
     "2004.10102": "Kobayashi et al., Attention is Not Only a Weight",
     "2005.00928": "Abnar and Zuidema, Quantifying Attention Flow in Transformers",
+    "2006.16236": "Katharopoulos et al., Transformers are RNNs (linear attention)",
     "2012.14913": "Geva et al., Transformer Feed-Forward Layers Are Key-Value Memories",
     "2104.09864": "Su et al., RoFormer",
+    "2112.05682": "Rabe and Staats, Self-attention Does Not Need O(n^2) Memory",
     "2205.14135": "Dao et al., FlashAttention",
+    "2305.13245": "Ainslie et al., GQA: Training Generalized Multi-Query Transformer Models",
+    "2307.08691": "Dao, FlashAttention-2: Faster Attention with Better Parallelism",
+    "2309.06180": "Kwon et al., Efficient Memory Management for LLM Serving with PagedAttention",
+    "2310.01889": "Liu et al., Ring Attention with Blockwise Transformers",
+    "2312.00752": "Gu and Dao, Mamba: Linear-Time Sequence Modeling with Selective State Spaces",
+    "2407.08608": "Shah et al., FlashAttention-3: Fast and Accurate Attention with Asynchrony",
 }
 
 # A paper without an arXiv id names where it appeared instead.
