@@ -24,7 +24,7 @@ import torch
 from course_utils._checks import require_choice
 from course_utils.bow import BagOfWordsLM, BowConfig, perplexity, train_lm
 from course_utils.data.corpus import Corpus, load_corpus
-from course_utils.shipped_files import load_variant, read_metadata, save_variants
+from course_utils.shipped_files import load_variant, read_metadata, require_current, save_variants
 from course_utils.training import History, seed_everything
 
 __all__ = ["MODEL", "SHIPPED", "TRAINING", "VARIANTS", "data_digest", "load", "recipe",
@@ -97,14 +97,9 @@ def load(name: str, corpus: Corpus | None = None, path=SHIPPED
     require_choice(name, "name", tuple(VARIANTS))
     path = Path(path)
     metadata = shipped_metadata(path)
-    if metadata["recipe"] != json.loads(json.dumps(recipe())):
-        raise ValueError(f"{path} was trained with the recipe {metadata['recipe']}, but "
-                         f"lecture 01's is now {recipe()}: run `make translators` to train "
-                         f"and write the weights again")
     corpus = load_corpus() if corpus is None else corpus
-    if metadata.get("data_sha256") != data_digest(corpus):
-        raise ValueError(f"{path} was trained on another corpus than load_corpus() reads now: "
-                         f"run `make translators` to train and write the weights again")
+    require_current(path, metadata, recipe(), "lecture 01's", data_digest(corpus),
+                    "another corpus than load_corpus() reads now")
     model = BagOfWordsLM(BowConfig(len(corpus.vocab), **MODEL, **VARIANTS[name]))
     loss = load_variant(path, name, model)
     return model.eval(), History(loss=loss, seconds=metadata["results"][name]["seconds"])

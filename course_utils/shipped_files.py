@@ -23,7 +23,7 @@ from safetensors.torch import load_file, save_file
 
 from course_utils.training import History
 
-__all__ = ["load_variant", "read_metadata", "save_variants"]
+__all__ = ["load_variant", "read_metadata", "require_current", "save_variants"]
 
 
 def save_variants(path, trained: dict[str, tuple[nn.Module, History]], metadata: dict[str, str]
@@ -52,6 +52,21 @@ def read_metadata(path, what: str, writer: str) -> dict:
     except (KeyError, json.JSONDecodeError):
         raise ValueError(f"{path} has no recipe or results in its metadata: it was not "
                          f"written by {writer}") from None
+
+
+def require_current(path, metadata: dict, recipe: dict, whose: str, data_sha256: str,
+                    data: str) -> None:
+    """Refuse weights at `path` trained with another recipe than `recipe` (`whose` recipe, as
+    the error names it) or on other data than today's (`data_sha256`; `data` says what the
+    data is, for the error): the fix is the same for every shipped file, `make translators`."""
+    today = json.loads(json.dumps(recipe))
+    if metadata["recipe"] != today:
+        raise ValueError(f"{path} was trained with the recipe {metadata['recipe']}, but "
+                         f"{whose} is now {today}: run `make translators` to train and write "
+                         f"the weights again")
+    if metadata.get("data_sha256") != data_sha256:
+        raise ValueError(f"{path} was trained on {data}: run `make translators` to train and "
+                         f"write the weights again")
 
 
 def load_variant(path, name: str, model: nn.Module) -> list[float]:

@@ -30,7 +30,7 @@ import torch
 from course_utils._checks import require_choice
 from course_utils.data import translation
 from course_utils.grouped_query import grouped_query_transformer
-from course_utils.shipped_files import load_variant, read_metadata, save_variants
+from course_utils.shipped_files import load_variant, read_metadata, require_current, save_variants
 from course_utils.shipped_translators import TASK, data_digest
 from course_utils.training import History, seed_everything
 from course_utils.transformer import Transformer, TransformerConfig
@@ -116,15 +116,9 @@ def load(name: str, task: translation.TranslationTask | None = None, path=None
     require_choice(name, "name", tuple(VARIANTS))
     path = SHIPPED if path is None else Path(path)
     metadata = shipped_metadata(path)
-    today = json.loads(json.dumps(_as_dict()))
-    if metadata["recipe"] != today:
-        raise ValueError(f"{path} was trained with the recipe {metadata['recipe']}, but unit "
-                         f"09's is now {today}: run `make translators` to train and write the "
-                         f"weights again")
     task = make_task() if task is None else task
-    if metadata.get("data_sha256") != data_digest(task):
-        raise ValueError(f"{path} was trained on other pairs than make_task() draws now: run "
-                         f"`make translators` to train and write the weights again")
+    require_current(path, metadata, _as_dict(), "unit 09's", data_digest(task),
+                    "other pairs than make_task() draws now")
     if name not in metadata["results"]:
         raise ValueError(f"{path} holds no {name!r} model: run `make translators` to train "
                          f"and write the weights again")

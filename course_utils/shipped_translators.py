@@ -36,7 +36,7 @@ import torch
 
 from course_utils._checks import require_choice
 from course_utils.data import translation
-from course_utils.shipped_files import load_variant, read_metadata, save_variants
+from course_utils.shipped_files import load_variant, read_metadata, require_current, save_variants
 from course_utils.training import History, seed_everything
 from course_utils.translator import Seq2Seq, config_for, evaluate, train
 
@@ -187,15 +187,9 @@ def load(name: str, task: translation.TranslationTask | None = None, path=None,
     recipe = _recipe(recipe)
     path = recipe.path if path is None else Path(path)
     metadata = shipped_metadata(path)
-    today = json.loads(json.dumps(recipe.as_dict()))
-    if metadata["recipe"] != today:
-        raise ValueError(f"{path} was trained with the recipe {metadata['recipe']}, but "
-                         f"unit {recipe.unit}'s is now {today}: run `make translators` to "
-                         f"train and write the weights again")
     task = make_task(recipe) if task is None else task
-    if metadata.get("data_sha256") != data_digest(task):
-        raise ValueError(f"{path} was trained on other pairs than make_task() draws now: run "
-                         f"`make translators` to train and write the weights again")
+    require_current(path, metadata, recipe.as_dict(), f"unit {recipe.unit}'s", data_digest(task),
+                    "other pairs than make_task() draws now")
     shipped = tuple(metadata["results"])
     if name not in shipped:
         raise ValueError(f"name must be one of the shipped variants {shipped}; got {name!r}"
