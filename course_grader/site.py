@@ -44,7 +44,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_grader.edition import hidden_test_lines
+from course_grader.edition import MIN_SECRET_LINE, hidden_test_lines
 
 __all__ = ["Unit", "build", "leaks", "main", "page_text", "readme_section", "secret_lines",
            "units", "write_sources"]
@@ -52,7 +52,6 @@ __all__ = ["Unit", "build", "leaks", "main", "page_text", "readme_section", "sec
 ROOT = Path(__file__).resolve().parents[1]
 TITLE = "Attention, from a bag of words to BERT"
 MATHJAX = "sphinx-mathjax-offline/static/mathjax/tex-svg-full.js"  # in that distribution
-MIN_SECRET_LINE = 16   # shorter lines (")", "return out") are not evidence of anything
 
 
 @dataclass(frozen=True)
