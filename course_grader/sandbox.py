@@ -134,6 +134,9 @@ def wrap(cmd: list[str], *, workdir: str | os.PathLike, runtime_dir: str | os.Pa
     extra += [f"--importable={'*' if importable is None else ','.join(importable)}"]
     extra += [f"--bind={Path(host).resolve()}:{dest}" for host, dest in binds]
     extra += ["--stdio"] if stdio else []
+    # the process that will start the launcher: if it is gone before the launcher has asked
+    # to be told of its death, the launcher must not start the sandbox
+    extra += [f"--parent={os.getpid()}"]
     return [sys.executable, "-m", "course_grader.sandbox",
             f"--workdir={Path(workdir).resolve()}", f"--runtime-dir={Path(runtime_dir).resolve()}",
             *extra, *limits.as_args(), "--", *cmd]
@@ -674,6 +677,9 @@ def main(argv: list[str] | None = None) -> int:
                              "(* for every installed one)")
     parser.add_argument("--bind", action="append", default=[],
                         help="HOST:DEST, a host folder bound read-only at DEST")
+    parser.add_argument("--parent", type=int,
+                        help="process id of the process that starts the launcher; the "
+                             "launcher exits (125) at once if that process is already gone")
     parser.add_argument("--stdio", action="store_true",
                         help="pass stdin and stdout through (stderr still goes to the log)")
     for f in fields(Limits):
@@ -684,7 +690,9 @@ def main(argv: list[str] | None = None) -> int:
     if not cmd:
         parser.error("expected a command after --")
     limits = Limits(**{f.name: getattr(opts, f.name) for f in fields(Limits)})
-    if not _end_with_parent():
+    if not _end_with_parent(opts.parent):
+        print("course_grader.sandbox: the process that started the launcher is gone; "
+              "nothing was started", file=sys.stderr)
         return 125
 
     # Root is exempt from RLIMIT_NPROC: as root, a pids cgroup caps the processes instead.
@@ -710,12 +718,14 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _end_with_parent() -> bool:
+def _end_with_parent(parent: int | None) -> bool:
     """Be sent SIGTERM when the process that started this launcher dies (nbgrader, killed
     with its grading worker): the handler set in `_launch` then ends the sandbox and the
     launcher removes what it made, instead of a kernel left running up to its wall limit.
-    False if that parent is already gone."""
-    parent = os.getppid()
+    False if that parent (`parent`, the pid `wrap` recorded) is already gone: a parent that
+    died while this Python was starting sends no signal, and `os.getppid()` then names
+    whoever adopted the launcher."""
+    parent = parent or os.getppid()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)

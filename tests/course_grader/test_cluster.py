@@ -126,7 +126,8 @@ def running_kernel_tree(pid: int) -> list:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         tree = psutil.Process(pid).children(recursive=True)
-        if any("ipykernel_launcher" in " ".join(command(p)) for p in tree):
+        # the kernel itself, not the launcher or bwrap whose command lines also name it
+        if any(command(p)[1:3] == ["-m", "ipykernel_launcher"] for p in tree):
             return tree
         time.sleep(0.1)
     raise AssertionError("the worker started no kernel within 60 s")

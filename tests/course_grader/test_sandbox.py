@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -207,6 +209,77 @@ def test_limits_round_trip_through_the_command_line(tmp_path):
     assert "--cpu-seconds=7" in cmd and "--wall-seconds=8" in cmd and "--processes=9" in cmd
     assert cmd[cmd.index("--") + 1:] == ["true"]
     assert json.loads(json.dumps(limits.__dict__))["cpu_seconds"] == 7
+
+
+def start_through_a_parent(tmp_path: Path, code: str, die: str) -> tuple[int, Path]:
+    """Start `code` in the sandbox from a short-lived parent process that exits when `die`
+    (Python) returns; return the launcher's pid and the runtime folder. The sleeper the
+    code starts is tagged `sleep 3613`."""
+    work, runtime = tmp_path / "work", tmp_path / "runtime"
+    work.mkdir()
+    runtime.mkdir()
+    parent = f"""
+import subprocess, sys, time
+from pathlib import Path
+from course_grader import sandbox
+cmd = sandbox.wrap([sys.executable, "-c", {code!r}], workdir={str(work)!r},
+                   runtime_dir={str(runtime)!r})
+launcher = subprocess.Popen(cmd, cwd={str(work)!r}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+print(launcher.pid, flush=True)
+runtime = Path({str(runtime)!r})
+{die}
+"""
+    proc = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return int(proc.stdout.split()[0]), runtime
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        # the launcher is now a child of init, or of this test process's subreaper
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.1)
+    return False
+
+
+def sleepers() -> list[str]:
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return [line for line in ps.splitlines() if line.startswith("sleep 3613")]
+
+
+def test_a_launcher_whose_parent_dies_ends_its_sandbox(tmp_path):
+    """nbgrader killed with its grading worker: the launcher it started stops the sandbox
+    (and everything in it) and exits, instead of leaving the kernel to its wall limit."""
+    code = "import os; os.execv('/bin/sleep', ['sleep', '3613'])"
+    wait_for_the_sandbox = """
+deadline = time.monotonic() + 60
+while not (runtime / sandbox.PID_RECORD).exists() and time.monotonic() < deadline:
+    time.sleep(0.05)
+time.sleep(0.5)
+"""
+    launcher, runtime = start_through_a_parent(tmp_path, code, wait_for_the_sandbox)
+    assert (runtime / sandbox.PID_RECORD).exists(), "the sandbox did not start"
+    assert gone_within(launcher, 20), "the launcher outlived its parent"
+    assert not sleepers(), "the sandbox outlived its launcher's parent"
+
+
+def test_a_launcher_whose_parent_is_gone_before_it_starts_starts_nothing(tmp_path):
+    """A parent that dies while the launcher's Python is still starting sends it no signal
+    (the launcher has not asked for one yet): the launcher sees that its parent is not the
+    one `wrap` recorded and starts no sandbox at all."""
+    code = "import os; os.execv('/bin/sleep', ['sleep', '3613'])"
+    launcher, runtime = start_through_a_parent(tmp_path, code, "pass")
+    assert gone_within(launcher, 20), "the launcher outlived its parent"
+    assert not (runtime / sandbox.PID_RECORD).exists(), "a sandbox was started"
+    assert not sleepers()
 
 
 def test_nothing_but_the_working_copy_and_tmp_is_writable(tmp_path):
