@@ -66,23 +66,35 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def grade(course: Path, unit: str, *args: str) -> tuple[float, float, dict]:
+def machine_cpu() -> float:
+    """CPU seconds this machine has spent busy (every process, user + system) since boot."""
+    import psutil
+
+    times = psutil.cpu_times()
+    return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+
+
+def grade(course: Path, unit: str, *args: str) -> tuple[float, float, float, dict]:
     """Grade every submission from scratch; (seconds, CPU seconds of the grading command and
-    every process it started, student -> (status, score, reason)). On a cluster the workers
-    are not the command's processes: their CPU is not counted."""
+    the processes it waited for, CPU seconds of the whole machine, student -> (status,
+    score, reason)). The first misses the sandboxed kernels (killed with their sandbox, never
+    waited for) and a cluster's workers; the second counts them, and every other program
+    running meanwhile: read it on a quiet machine."""
     for folder in ("autograded", "autograde_status"):
         shutil.rmtree(course / folder, ignore_errors=True)
     (course / "gradebook.db").unlink(missing_ok=True)
     subprocess.run([str(BIN / "nbgrader"), "generate_assignment", unit, "--force",
                     "--log-level=ERROR"], cwd=course, env=env(), check=True)
-    start, cpu = time.perf_counter(), children_cpu()
+    start, cpu, machine = time.perf_counter(), children_cpu(), machine_cpu()
     proc = subprocess.run([sys.executable, "-m", "course_grader.autograde", unit, *args],
                           cwd=course, env=env(), capture_output=True, text=True)
     elapsed, cpu = time.perf_counter() - start, children_cpu() - cpu
+    machine = machine_cpu() - machine
     if proc.returncode != 0:
         raise SystemExit(f"autograde {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
     status = json.loads((course / "autograde_status" / f"{unit}.json").read_text())
-    return elapsed, cpu, {s: (e["status"], e["score"], e["reason"]) for s, e in status.items()}
+    return elapsed, cpu, machine, {s: (e["status"], e["score"], e["reason"])
+                                   for s, e in status.items()}
 
 
 def _free_port() -> int:
@@ -150,13 +162,19 @@ def main() -> None:
         timeout = ["--cell-timeout", "20"] if opts.corpus else []
 
         def measure(label: str, args: list[str]) -> None:
-            seconds[label], cpu, verdicts[label] = grade(course, unit, *args, *timeout)
+            seconds[label], cpu, machine, verdicts[label] = grade(course, unit, *args,
+                                                                 *timeout)
+            wall = seconds[label]
             # CPU per submission, and the cores kept busy on average (CPU / wall): where a
-            # parallel mode gains less than its jobs, this says whether the CPU was full
-            busy = "" if "--scheduler" in args else \
-                f"   {cpu / n:5.2f} CPU-s each, {cpu / seconds[label]:4.2f} cores busy"
-            print(f"  {label:<36} {seconds[label]:7.1f} s   {seconds[label] / n:5.2f} s per "
-                  f"submission   {60 * n / seconds[label]:5.1f} per minute{busy}", flush=True)
+            # parallel mode gains less than its jobs, this says whether the CPU was full.
+            # "command": the grading command and what it waited for (no kernels, no cluster
+            # workers); "machine": everything this machine ran meanwhile.
+            command = "" if "--scheduler" in args else \
+                f"   command {cpu / n:5.2f} CPU-s each, {cpu / wall:4.2f} cores busy;"
+            print(f"  {label:<36} {wall:7.1f} s   {wall / n:5.2f} s per submission   "
+                  f"{60 * n / wall:5.1f} per minute{command}   machine {machine / n:5.2f} "
+                  f"CPU-s each, {machine / wall:4.2f} of {os.cpu_count()} cores busy",
+                  flush=True)
 
         for key, (label, args) in runs.items():
             if key in opts.modes:
