@@ -132,6 +132,22 @@ def dask_cluster(workers: int = 2, threads: int = 1):
                 os.killpg(proc.pid, signal.SIGKILL)
 
 
+def measure(course: Path, unit: str, n: int, label: str, args: list[str],
+            seconds: dict[str, float], verdicts: dict[str, dict]) -> None:
+    """Grade with `args`, print the figures, and keep the time and the verdicts under `label`."""
+    seconds[label], cpu, machine, verdicts[label] = grade(course, unit, *args)
+    wall = seconds[label]
+    # CPU per submission, and the cores kept busy on average (CPU / wall): where a parallel
+    # mode gains less than its jobs, this says whether the CPU was full. "command": the
+    # grading command and what it waited for (no kernels, no cluster workers); "machine":
+    # everything this machine ran meanwhile.
+    command = "" if "--scheduler" in args else \
+        f"   command {cpu / n:5.2f} CPU-s each, {cpu / wall:4.2f} cores busy;"
+    print(f"  {label:<36} {wall:7.1f} s   {wall / n:5.2f} s per submission   "
+          f"{60 * n / wall:5.1f} per minute{command}   machine {machine / n:5.2f} "
+          f"CPU-s each, {machine / wall:4.2f} of {os.cpu_count()} cores busy", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--submissions", type=int, default=20)
@@ -156,49 +172,38 @@ def main() -> None:
             runs["unsafe"] = ("unsafe (no sandbox), --jobs 1", ["--jobs", "1", "--unsafe"])
         if opts.corpus:   # its hanging cases wait out timeouts: four at a time, as its test
             runs["jobs4"] = ("sandboxed, --jobs 4", ["--jobs", "4"])
-        seconds, verdicts = {}, {}
-
         # the corpus's hanging cases wait out the cell timeout: 20 s, as its test sets it
         timeout = ["--cell-timeout", "20"] if opts.corpus else []
-
-        def measure(label: str, args: list[str]) -> None:
-            seconds[label], cpu, machine, verdicts[label] = grade(course, unit, *args,
-                                                                 *timeout)
-            wall = seconds[label]
-            # CPU per submission, and the cores kept busy on average (CPU / wall): where a
-            # parallel mode gains less than its jobs, this says whether the CPU was full.
-            # "command": the grading command and what it waited for (no kernels, no cluster
-            # workers); "machine": everything this machine ran meanwhile.
-            command = "" if "--scheduler" in args else \
-                f"   command {cpu / n:5.2f} CPU-s each, {cpu / wall:4.2f} cores busy;"
-            print(f"  {label:<36} {wall:7.1f} s   {wall / n:5.2f} s per submission   "
-                  f"{60 * n / wall:5.1f} per minute{command}   machine {machine / n:5.2f} "
-                  f"CPU-s each, {machine / wall:4.2f} of {os.cpu_count()} cores busy",
-                  flush=True)
-
+        seconds, verdicts = {}, {}
         for key, (label, args) in runs.items():
             if key in opts.modes:
-                measure(label, args)
+                measure(course, unit, n, label, [*args, *timeout], seconds, verdicts)
         if "cluster" in opts.modes:
             with dask_cluster(workers=2, threads=2 if opts.corpus else 1) as address:
                 label = f"Dask cluster, 2 workers x {2 if opts.corpus else 1} thread(s)"
-                measure(label, ["--scheduler", address])
-        one, two = seconds.get("sandboxed, --jobs 1"), seconds.get("sandboxed, --jobs 2")
-        if one and two:
-            print(f"  --jobs 2 over --jobs 1: {one / two:.2f}x")
-        unsafe = seconds.get("unsafe (no sandbox), --jobs 1")
-        if one and unsafe:
-            print(f"  sandbox overhead per submission: {(one - unsafe) / n:+.2f} s "
-                  f"({one / unsafe - 1:+.0%})")
-        reference = next(iter(verdicts.values()))
-        first = next(iter(verdicts))
-        for label, found in verdicts.items():
-            differ = sorted(s for s in reference if found.get(s, (None,))[:2] != reference[s][:2])
-            print(f"  {label}: " + (f"every score and status as {first}" if not differ
-                                    else f"DIFFERS from {first} for {differ}"))
-            for student in differ:
-                print(f"    {student}: {first}: {reference[student]}\n"
-                      f"    {' ' * len(student)}  {label}: {found.get(student)}")
+                measure(course, unit, n, label, ["--scheduler", address, *timeout], seconds,
+                        verdicts)
+        compare(seconds, verdicts, n)
+
+
+def compare(seconds: dict[str, float], verdicts: dict[str, dict], n: int) -> None:
+    """Print the speed-ups, and whether every mode gave every submission the same verdict."""
+    one, two = seconds.get("sandboxed, --jobs 1"), seconds.get("sandboxed, --jobs 2")
+    if one and two:
+        print(f"  --jobs 2 over --jobs 1: {one / two:.2f}x")
+    unsafe = seconds.get("unsafe (no sandbox), --jobs 1")
+    if one and unsafe:
+        print(f"  sandbox overhead per submission: {(one - unsafe) / n:+.2f} s "
+              f"({one / unsafe - 1:+.0%})")
+    reference = next(iter(verdicts.values()))
+    first = next(iter(verdicts))
+    for label, found in verdicts.items():
+        differ = sorted(s for s in reference if found.get(s, (None,))[:2] != reference[s][:2])
+        print(f"  {label}: " + (f"every score and status as {first}" if not differ
+                                else f"DIFFERS from {first} for {differ}"))
+        for student in differ:
+            print(f"    {student}: {first}: {reference[student]}\n"
+                  f"    {' ' * len(student)}  {label}: {found.get(student)}")
 
 
 if __name__ == "__main__":
