@@ -72,16 +72,9 @@ def test_a_worker_killed_mid_submission_loses_nothing(course):
         deadline = time.monotonic() + 120
         while victim is None and time.monotonic() < deadline:
             for pid in pids.values():
-                for child in psutil.Process(pid).children(recursive=True):
-                    try:
-                        cmd = child.cmdline()
-                    except psutil.Error:
-                        continue
-                    if "autograde" in cmd and "--student" in cmd and "-m" not in cmd:
-                        victim, nbgrader_pid = pid, child.pid
-                        killed_student = cmd[cmd.index("--student") + 1]
-                        break
-                if victim:
+                found = grading_nbgrader(pid)
+                if found:
+                    victim, (nbgrader_pid, killed_student) = pid, found
                     break
             time.sleep(0.2)
         assert victim, "no worker started grading within 2 minutes"
@@ -105,6 +98,23 @@ def test_a_worker_killed_mid_submission_loses_nothing(course):
         time.sleep(0.2)
     assert not survivors, [command(p) for p in survivors]
     assert not list(Path(tempfile.gettempdir()).glob(f"grade-*-pid{victim}-*"))
+
+
+def grading_nbgrader(worker: int) -> tuple[int, str] | None:
+    """(pid, student) of the nbgrader that `worker` runs, once it has started a kernel's
+    sandbox launcher: nbgrader is the launcher's parent, and its working folder is the
+    submission's private course, which holds that one student's submission."""
+    for process in psutil.Process(worker).children(recursive=True):
+        if "course_grader.sandbox" not in command(process):
+            continue
+        try:
+            nbgrader = process.parent()
+            students = os.listdir(Path(nbgrader.cwd()) / "submitted")
+        except (psutil.Error, OSError):
+            continue
+        if len(students) == 1:
+            return nbgrader.pid, students[0]
+    return None
 
 
 def command(process) -> list[str]:
