@@ -333,6 +333,25 @@ Runner = Callable[[Submission], Graded]
 _RECORDING = threading.Lock()   # one submission written into the gradebook at a time
 
 
+# `grade_submission` never raises for a bad submission: what it raises is a fault of the
+# grading machine (a worker that died too often, a CPython 3.11 race between threads that
+# build ASTs, seen once in 2,100 tests), and the submission is graded again, not scored 0.
+ATTEMPTS = 3
+
+
+def run_with_retries(run: Runner, task: Submission, notes: list[str]) -> Graded | None:
+    """`run(task)`, tried up to ATTEMPTS times while it raises; None (and a note naming the
+    last error) if every attempt did."""
+    for _ in range(ATTEMPTS):
+        try:
+            return run(task)
+        except Exception as err:  # noqa: BLE001 - see ATTEMPTS
+            error = f"{type(err).__name__}: {str(err)[:200]}"
+    notes.append(f"autograding failed (the worker could not finish in {ATTEMPTS} attempts: "
+                 f"{error})")
+    return None
+
+
 def grade_one(job: UnitJob, student: str, run: Runner) -> Outcome:
     """Stage one submission, have `run` grade it, and record what came back (the autograded
     notebooks, the gradebook's scores, the notes); never raises for a bad submission."""
@@ -346,11 +365,7 @@ def grade_one(job: UnitJob, student: str, run: Runner) -> Outcome:
         gradable = any(folder.glob("*.ipynb"))
         graded = None
         if gradable:
-            try:
-                graded = run(job.task(student, folder))
-            except Exception as err:  # noqa: BLE001 - e.g. its worker died too often
-                outcome.notes.append(f"autograding failed (the worker could not finish: "
-                                     f"{type(err).__name__}: {str(err)[:200]})")
+            graded = run_with_retries(run, job.task(student, folder), outcome.notes)
         failed = graded is None or graded.failed
         if graded is not None:
             outcome.notes += graded.notes

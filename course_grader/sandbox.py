@@ -510,11 +510,40 @@ def cgroup_of(launcher_pid: int) -> Path | None:
     return None
 
 
-def remove_cgroup(launcher_pid: int, wait: float = 5.0) -> bool:
+def remove_stale_cgroups(base: Path) -> list[Path]:
+    """Remove the launchers' cgroups under `base` whose launcher is gone (killed before it
+    could remove its own, or whose sandbox took longer to end than `remove_cgroup` waited),
+    and what is left in them. One named after this process is stale too: a dead launcher
+    had this pid before, and its cgroup would stop this one from making its own."""
+    removed = []
+    for path in base.glob("course-sandbox-*"):
+        try:
+            pid = int(path.name.rsplit("-", 1)[1])
+        except ValueError:
+            continue
+        if pid != os.getpid() and pid_alive(pid):
+            continue
+        if remove_cgroup(pid, wait=1.0, path=path):
+            removed.append(path)
+    return removed
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_cgroup(launcher_pid: int, wait: float = 5.0, path: Path | None = None) -> bool:
     """Kill what is left in the launcher's cgroup and remove it: the launcher removes its
     cgroup itself when it ends, but not when it is killed (a kernel stopped mid-cell).
-    True if no such cgroup is left."""
-    path = cgroup_of(launcher_pid)
+    True if no such cgroup is left. `path`: the cgroup, if not the one `cgroup_of` finds."""
+    path = path or cgroup_of(launcher_pid)
     if path is None:
         return True
     deadline = time.monotonic() + wait
@@ -546,6 +575,7 @@ class _PidsCgroup:
         for base in _CGROUP_BASES:
             if not (base / "cgroup.procs").exists():
                 continue
+            remove_stale_cgroups(base)
             candidate = base / f"course-sandbox-{os.getpid()}"
             try:
                 candidate.mkdir()

@@ -142,21 +142,11 @@ def remove_orphaned_folders(root: Path | None = None) -> list[Path]:
     removed = []
     for folder in Path(root or tempfile.gettempdir()).glob(f"{_FOLDER_PREFIX}*-pid*-*"):
         found = re.search(r"-pid(\d+)-", folder.name)
-        if found is None or not folder.is_dir() or _alive(int(found.group(1))):
+        if found is None or not folder.is_dir() or sandbox.pid_alive(int(found.group(1))):
             continue
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(folder)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's live process
-        return True
-    return True
 
 
 def _env(unsafe: bool, course: Path) -> dict[str, str]:
@@ -240,7 +230,7 @@ def _nbgrader_child(args: list[str], cwd: str, env: dict[str, str], log: str,
     # (its fork server about to exit) starts nothing
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if not _alive(worker):
+    if not sandbox.pid_alive(worker):
         os._exit(125)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd, 1)

@@ -176,3 +176,29 @@ def test_a_mistake_in_one_function_is_charged_in_its_own_tests_alone(fresh_cours
     joint = next(c for c in graded.cells if nbgrader_meta(c).get("grade_id") == "train_tiny_model")
     shown = "".join(o.get("text", "") for o in joint.outputs)
     assert "uses the reference's encode in its place" in shown
+
+
+def test_a_fault_of_the_grading_machine_is_retried_not_scored_zero():
+    """What a runner raises is the machine's fault (grade_submission never raises for a bad
+    submission): the submission is graded again, up to ATTEMPTS times, before it gets a
+    note and no result."""
+    from course_grader import autograde
+
+    calls = []
+
+    def flaky(task):
+        calls.append(task)
+        if len(calls) < autograde.ATTEMPTS:
+            raise SystemError("AST constructor recursion depth mismatch")
+        return "graded"
+
+    notes: list[str] = []
+    assert autograde.run_with_retries(flaky, "task", notes) == "graded"
+    assert calls == ["task"] * autograde.ATTEMPTS and notes == []
+
+    def broken(task):
+        raise RuntimeError("the worker died too often")
+
+    assert autograde.run_with_retries(broken, "task", notes) is None
+    assert notes == [f"autograding failed (the worker could not finish in {autograde.ATTEMPTS} "
+                     "attempts: RuntimeError: the worker died too often)"]

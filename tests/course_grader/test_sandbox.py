@@ -468,6 +468,32 @@ time.sleep(60)
         sandbox.remove_cgroup(launcher.pid)
 
 
+@pytest.mark.skipif(os.getuid() != 0, reason="the launcher makes a pids cgroup only as root")
+def test_a_dead_launchers_cgroup_is_removed_and_does_not_block_a_new_one():
+    """A launcher killed before it removed its pids cgroup leaves it behind, named after its
+    pid; the next launcher with that pid must still make its own (it refused to grade at
+    all), and cgroups of dead launchers do not pile up."""
+    base = next(b for b in sandbox._CGROUP_BASES if (b / "cgroup.procs").exists())
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = [base / f"course-sandbox-{os.getpid()}", base / f"course-sandbox-{dead.pid}"]
+    for path in stale:
+        path.mkdir()
+    live = base / f"course-sandbox-{os.getppid()}"   # a live process's: left alone
+    live.mkdir()
+    try:
+        cgroup = sandbox._PidsCgroup(16)
+        assert cgroup.path == stale[0] and (cgroup.path / "pids.max").read_text().strip() == "16"
+        assert not stale[1].exists()
+        assert live.exists()
+        cgroup.remove()
+        assert not stale[0].exists()
+    finally:
+        for path in [*stale, live]:
+            with contextlib.suppress(OSError):
+                path.rmdir()
+
+
 def test_a_missing_sandbox_user_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_SANDBOX_USER", "no-such-user-here")
     with pytest.raises(ValueError, match="no-such-user-here.*does not exist"):
