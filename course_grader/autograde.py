@@ -46,7 +46,14 @@ import nbformat
 from course_grader import flags, gradebook, sandbox
 from course_grader.gradebook import CourseSettings
 from course_grader.nbgrader_hooks import SafeExecute
-from course_grader.worker import Graded, Submission, grade_submission, read_tree, write_tree
+from course_grader.worker import (
+    Graded,
+    Submission,
+    grade_submission,
+    prepare,
+    read_tree,
+    write_tree,
+)
 
 __all__ = ["Outcome", "UnitJob", "grade_one", "grade_unit", "gradebook_integrity", "main",
            "stage_submission"]
@@ -266,16 +273,22 @@ def _unit_rules(course: Path, unit: str) -> tuple[dict[str, str], tuple[str, ...
     return forbidden, tuple(sorted(modules - reachable))
 
 
+# flags parse the students' code with `ast`, which CPython 3.11 does not allow in two threads
+# at once (gh-106905): one grading thread at a time
+_PARSING = threading.Lock()
+
+
 def _flags(course: Path, unit: str, submitted: Path) -> list[str]:
     """Notes on what the submitted notebooks' own code uses (course_grader.flags)."""
-    forbidden, hidden = _unit_rules(course, unit)
     notes = []
-    for path in sorted(submitted.glob("*.ipynb")):
-        try:
-            nb = nbformat.read(path, as_version=4)
-        except Exception:  # noqa: BLE001 - an unreadable notebook is reported elsewhere
-            continue
-        notes += [f"{path.stem}: {n}" for n in flags.flag_notebook(nb, forbidden, hidden)]
+    with _PARSING:
+        forbidden, hidden = _unit_rules(course, unit)
+        for path in sorted(submitted.glob("*.ipynb")):
+            try:
+                nb = nbformat.read(path, as_version=4)
+            except Exception:  # noqa: BLE001 - an unreadable notebook is reported elsewhere
+                continue
+            notes += [f"{path.stem}: {n}" for n in flags.flag_notebook(nb, forbidden, hidden)]
     return notes
 
 
@@ -420,6 +433,9 @@ def grade_unit(course: Path, unit: str, *, students: list[str] | None = None, jo
     done: dict[str, Outcome] = {}
     lock = threading.Lock()
     if cluster is None:
+        if not unsafe:
+            prepare()   # before the threads: it parses with `ast`, as `_flags` does in them
+
         def run(task: Submission) -> Graded:
             return grade_submission(task, job.template)
     else:

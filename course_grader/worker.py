@@ -34,8 +34,8 @@ from pathlib import Path
 from course_grader import sandbox
 from course_grader.nbgrader_hooks import PROBED_ENV
 
-__all__ = ["Graded", "Submission", "grade_submission", "read_tree", "remove_orphaned_folders",
-           "write_tree"]
+__all__ = ["Graded", "Submission", "grade_submission", "prepare", "read_tree",
+           "remove_orphaned_folders", "run_nbgrader", "write_tree"]
 
 UNSAFE_FLAG = "--SafeExecute.sandbox=False"
 # Each submission's nbgrader is a child of a fork server (multiprocessing's "forkserver")
@@ -112,6 +112,21 @@ def _nbgrader() -> str:
     return str(found) if found.exists() else "nbgrader"
 
 
+_PREPARING = threading.Lock()
+
+
+def prepare() -> tuple[str | None, str]:
+    """What a worker process computes once, whichever of its threads asks first: (why the
+    sandbox does not work here, or None; what the sandbox hides from a kernel, as JSON).
+    Under a lock: `functools.cache` alone let two threads compute it side by side, and the
+    second computation parses requirement markers with `ast`, which CPython 3.11 does not
+    allow in two threads at once (gh-106905: "AST constructor recursion depth mismatch",
+    seen once, in a worker thread, scoring a correct submission 0)."""
+    with _PREPARING:
+        problem = _sandbox_problem()
+        return problem, "" if problem else _hidden_imports()
+
+
 @functools.cache
 def _sandbox_problem() -> str | None:
     """The sandbox probed once per worker process (a full sandbox start: a third of a
@@ -159,11 +174,11 @@ def _env(unsafe: bool, course: Path) -> dict[str, str]:
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env.setdefault("MPLBACKEND", "Agg")
     if not unsafe:
-        problem = _sandbox_problem()
+        problem, hidden = prepare()
         if problem:
             raise RuntimeError(f"the sandbox does not work on {socket.gethostname()}: {problem}")
         env[PROBED_ENV] = "1"
-        (course / "sandbox-hidden.json").write_text(_hidden_imports())
+        (course / "sandbox-hidden.json").write_text(hidden)
         env[sandbox.HIDDEN_FILE_ENV] = str(course / "sandbox-hidden.json")
     return env
 

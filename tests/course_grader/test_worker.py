@@ -71,3 +71,37 @@ def test_nbgrader_that_runs_too_long_is_killed(folder):
     seen = json.loads((folder / "seen.json").read_text())
     assert not psutil.pid_exists(seen["pid"]) or \
         psutil.Process(seen["pid"]).status() == psutil.STATUS_ZOMBIE
+
+
+def test_what_a_worker_computes_once_is_computed_once_by_threads_asking_together(monkeypatch):
+    """`prepare` is asked by every grading thread at its first submission; computing what the
+    sandbox hides parses requirement markers with `ast`, which CPython 3.11 does not allow in
+    two threads at once: only one thread may compute it, the others wait for its result."""
+    import threading
+
+    from course_grader import sandbox
+
+    calls = []
+
+    def slow_write(path):
+        calls.append(threading.get_ident())
+        time.sleep(0.3)   # long enough for the other threads to arrive meanwhile
+        Path(path).write_text('{"hidden": []}')
+
+    monkeypatch.setattr(sandbox, "write_hidden_file", slow_write)
+    monkeypatch.setattr(sandbox, "unavailable_reason", lambda: None)
+    worker._hidden_imports.cache_clear()
+    worker._sandbox_problem.cache_clear()
+    try:
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(worker.prepare()))
+                   for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(calls) == 1
+        assert results == [(None, '{"hidden": []}')] * 4
+    finally:
+        worker._hidden_imports.cache_clear()
+        worker._sandbox_problem.cache_clear()
