@@ -17,6 +17,7 @@ import contextlib
 import ctypes
 import functools
 import multiprocessing
+import multiprocessing.util
 import os
 import re
 import shutil
@@ -224,6 +225,7 @@ def _start(child) -> None:
     fork server exits with the worker."""
     with _STARTING:
         config = multiprocessing.current_process()._config  # no public way to do this
+        _name_the_servers_folder(config)
         daemon = config.pop("daemon", None)
         # multiprocessing imports this process's __main__ again in every child (here the
         # grading command or the dask CLI, with Dask: half a CPU-second each time); the child
@@ -236,6 +238,19 @@ def _start(child) -> None:
             sys.modules["__main__"] = main
             if daemon is not None:
                 config["daemon"] = daemon
+
+
+def _name_the_servers_folder(config: dict) -> None:
+    """The fork server's socket lives in multiprocessing's temporary folder of this process,
+    which only a normal exit removes: a killed worker (or a Dask worker stopped with its
+    cluster) left one `pymp-*` folder each. Named like a grading folder, with this pid, it
+    is removed by `remove_orphaned_folders` once this process is gone."""
+    prefix = _folder_prefix("forkserver")
+    if Path(config.get("tempdir") or "/").name.startswith(prefix):
+        return
+    folder = tempfile.mkdtemp(prefix=prefix)
+    config["tempdir"] = folder
+    multiprocessing.util.Finalize(None, shutil.rmtree, args=(folder, True), exitpriority=-100)
 
 
 def _nbgrader_child(args: list[str], cwd: str, env: dict[str, str], log: str,

@@ -105,3 +105,20 @@ def test_what_a_worker_computes_once_is_computed_once_by_threads_asking_together
     finally:
         worker._hidden_imports.cache_clear()
         worker._sandbox_problem.cache_clear()
+
+
+def test_the_fork_servers_folder_is_removed_once_its_worker_is_gone(folder, tmp_path):
+    """The fork server's socket folder is named like a grading folder, with the worker's pid:
+    after a killed worker, the next worker's `remove_orphaned_folders` removes it."""
+    import multiprocessing
+
+    worker.run_nbgrader(["db", "student", "list"], folder, env(), timeout=120)
+    server_folder = Path(multiprocessing.current_process()._config["tempdir"])
+    assert server_folder.name.startswith(f"grade-forkserver-pid{os.getpid()}-")
+    assert server_folder.is_dir()
+    assert server_folder not in worker.remove_orphaned_folders(server_folder.parent)  # alive
+    dead = psutil.Popen(["true"])
+    dead.wait()
+    orphan = tmp_path / f"grade-forkserver-pid{dead.pid}-abc"
+    orphan.mkdir()
+    assert worker.remove_orphaned_folders(tmp_path) == [orphan]
