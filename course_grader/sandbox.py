@@ -756,12 +756,20 @@ def _end_with_parent(parent: int | None) -> bool:
     died while this Python was starting sends no signal, and `os.getppid()` then names
     whoever adopted the launcher."""
     parent = parent or os.getppid()
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    except (OSError, AttributeError):  # not Linux: the wall limit still ends the kernel
+    if not signal_on_parent_death(signal.SIGTERM):  # not Linux: the wall limit still ends it
         return True
     return os.getppid() == parent
+
+
+def signal_on_parent_death(signum: int) -> bool:
+    """Have the kernel send this process `signum` when its parent dies (Linux's
+    PR_SET_PDEATHSIG); False where that cannot be asked. A parent already gone sends
+    nothing: the caller checks that it is still there afterwards."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
+    except (OSError, AttributeError):
+        return False
+    return True
 
 
 def _launch(opts, cmd: list[str], limits: Limits, cgroup, hidden: list[str],
