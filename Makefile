@@ -82,9 +82,10 @@ $(STAMP): pyproject.toml requirements.lock Makefile
 	@echo '{"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": true},' \
 		'"@jupyterlab/apputils-extension:notification": {"fetchNews": "false"}}' \
 		> $(VENV)/share/jupyter/lab/settings/overrides.json
-	@$(BIN)/jupyter labextension list 2>&1 | grep -q '@jupyter/nbgrader.*enabled' \
-		|| { echo "nbgrader's JupyterLab extension is not enabled"; exit 1; }
-	@$(BIN)/jupyter labextension list 2>&1 | grep -q '@jupyter-widgets/jupyterlab-manager.*enabled' \
+	@extensions="$$($(BIN)/jupyter labextension list 2>&1)"; \
+	grep -q '@jupyter/nbgrader.*enabled' <<< "$$extensions" \
+		|| { echo "nbgrader's JupyterLab extension is not enabled"; exit 1; }; \
+	grep -q '@jupyter-widgets/jupyterlab-manager.*enabled' <<< "$$extensions" \
 		|| { echo "the ipywidgets JupyterLab extension is not enabled"; exit 1; }
 	@touch $@
 	@echo "environment ready in $(VENV)"
