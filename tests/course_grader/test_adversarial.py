@@ -73,6 +73,7 @@ def graded(fresh_course, tmp_path_factory):
         proc = autograde(course, "--scheduler", address, "--cell-timeout", str(CELL_TIMEOUT))
     elapsed = time.monotonic() - start
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"(4 at a time on the cluster at {address}, sandboxed)" in proc.stdout
     status = json.loads((course / "autograde_status" / f"{UNIT}.json").read_text())
     feedback = subprocess.run([str(BIN / "nbgrader"), "generate_feedback", UNIT, "--force"],
                               cwd=course, env=tool_env(), capture_output=True, text=True,
@@ -114,6 +115,41 @@ def test_gradebook_is_sound_after_a_parallel_run(graded):
     with sqlite3.connect(course / "gradebook.db") as con:
         assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert set(status) == {c.name for c in CASES}
+
+
+# Hostile and broken submissions of the corpus whose grading takes no timeout to wait out.
+SAMPLE = ("correct", "untouched", "deletes_tests", "invalid_json", "wrong_name", "kills_kernel")
+
+
+def gradebook_scores(course: Path, students) -> dict[str, dict[str, float | None]]:
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        return {sub.student.id: {g.name: g.auto_score for nb in sub.notebooks for g in nb.grades}
+                for sub in gb.find_assignment(UNIT).submissions if sub.student.id in students}
+
+
+def test_grading_here_with_jobs_gives_what_the_cluster_gave(graded, fresh_course, tmp_path):
+    """`--jobs 2` on this machine gives every item of the sample submissions the same score,
+    and each submission the same status and reason, as the cluster gave them above (the
+    corpus is graded on the cluster once: `autograde --scheduler` against `--jobs`); the
+    status file names the worker that graded each one (none for a notebook that cannot be
+    read)."""
+    course, status, _ = graded
+    here = tmp_path / "here"
+    shutil.copytree(fresh_course, here)
+    build_corpus(here, [c for c in CASES if c.name in SAMPLE])
+    proc = autograde(here, "--jobs", "2", "--cell-timeout", str(CELL_TIMEOUT))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert gradebook_scores(here, SAMPLE) == gradebook_scores(course, SAMPLE)
+    assert sorted(gradebook_scores(here, SAMPLE)) == sorted(SAMPLE)
+    mine = json.loads((here / "autograde_status" / f"{UNIT}.json").read_text())
+
+    def verdict(entry: dict) -> tuple:
+        return entry["status"], entry["score"], entry["reason"]
+
+    assert {s: verdict(mine[s]) for s in SAMPLE} == {s: verdict(status[s]) for s in SAMPLE}
+    workers = {s: status[s]["worker"] for s in SAMPLE}
+    assert workers.pop("invalid_json") == "", "a notebook that cannot be read goes to no worker"
+    assert all(workers.values()), workers
 
 
 def test_nothing_escaped_to_the_host(graded):
