@@ -115,7 +115,7 @@ test: $(STAMP) sandbox browser hub-proxy postgres
 CHECK_TESTS := tests/test_lint.py tests/test_notation.py tests/test_code_rules.py \
 	tests/test_packaging.py tests/test_slowest_tests.py \
 	tests/course_utils tests/course_grader/test_flags.py tests/course_grader/test_report.py \
-	tests/course_grader/test_sanitize.py
+	tests/course_grader/test_sanitize.py tests/course_grader/test_output_limits.py
 check: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(CHECK_TESTS) $(PYTEST_ARGS)
 

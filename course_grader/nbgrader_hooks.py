@@ -39,6 +39,7 @@ __all__ = [
     "SafeExecute",
     "SandboxUnavailable",
     "SandboxedKernelManager",
+    "clip_output",
     "hidden_line_numbers",
     "student_names",
 ]
@@ -657,7 +658,7 @@ class SafeExecute(Execute):
         budget = self.max_output_chars - used
         if budget <= 0:
             return None
-        size = _clip(msg.get("msg_type", ""), content, budget, self.max_output_chars)
+        size = clip_output(msg.get("msg_type", ""), content, budget, self.max_output_chars)
         self._output_used[cell_index] = used + size
         return super().output(outs, msg, display_id, cell_index)
 
@@ -666,17 +667,21 @@ def _clean(text: str) -> str:
     return _CONTROL.sub("\ufffd", text) if isinstance(text, str) else str(text)
 
 
-def _clip(msg_type: str, content: dict, budget: int, limit: int) -> int:
-    """Clean `content` in place and cut it to `budget` characters; return the size kept
-    (everything that is left of the budget once something had to be cut)."""
+def clip_output(msg_type: str, content: dict, budget: int, limit: int) -> int:
+    """Clean `content`, the content of one output message of type `msg_type`, in place and cut
+    it to `budget` characters; return the size kept (everything that is left of the budget
+    once something had to be cut). Cleaning replaces each control character and lone
+    surrogate with U+FFFD; a cut ends with a note that names `limit`, the limit per cell.
+    Only what is kept is cleaned: a 50 MB line costs a slice, not a pass over 50 MB."""
     note = (f"\n[... output cut here: a cell may show at most {limit} characters; "
             f"the rest was discarded ...]\n")
     if msg_type == "stream":
-        text = _clean(content.get("text", ""))
-        if len(text) > budget:
-            content["text"] = text[:budget] + note
+        text = content.get("text", "")
+        text = text if isinstance(text, str) else str(text)
+        if len(text) > budget:  # cut, then clean what is kept (one character for one)
+            content["text"] = _clean(text[:budget]) + note
             return budget
-        content["text"] = text
+        content["text"] = _clean(text)
         return len(text)
     if msg_type in ("display_data", "execute_result", "update_display_data"):
         data = content.get("data", {})
