@@ -101,10 +101,11 @@ lab: $(STAMP)
 # strictly, results of training within bands. Solutions run top to bottom, silently, in
 # tests/notebooks/test_release.py (nbgrader scores 0 for a graded cell that writes to stderr).
 # Two workers (pytest-xdist), a test file per worker at a time, the two longest files first
-# (tests/conftest.py): the lectures' two pinned runs use both cores while the other worker's
-# tests mostly wait on kernels, sandboxes and servers (a third worker only adds contention:
-# measured, no faster). The wall and CPU time of every test go to .pytest-durations.xml
-# (make bench prints the slowest tests and files).
+# (tests/conftest.py): the lectures' two pinned runs share both cores with the other worker's
+# kernels, sandboxes and servers. The suite is bound by CPU (the cores are about 95% busy
+# throughout), so a third worker only adds contention (measured: no faster). The wall and CPU
+# time of every test go to .pytest-durations.xml (make bench prints the slowest tests and
+# files).
 TEST_WORKERS ?= 2
 test: $(STAMP) sandbox browser hub-proxy postgres
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile \
