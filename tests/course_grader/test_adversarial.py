@@ -27,10 +27,10 @@ from nbgrader.api import Gradebook
 from course_grader import sandbox
 from course_grader.corpus import CASES, NOTEBOOK, UNIT, build_corpus, released, solve, write
 
-# Long enough for an honest cell on a loaded machine (a 50 MB print after `import torch` took
-# over 20 s in a full run on a slow host: four submissions at a time beside the lectures), short
-# enough that the cases that hang wait it out quickly.
-CELL_TIMEOUT = 60
+# Seconds per cell: short, so that the cases that hang wait it out quickly, with room for an
+# honest cell on a loaded machine (in full runs on a slow host the slowest honest cell took
+# 10-12 s: fork_bomb's forks, four submissions at a time beside the lectures).
+CELL_TIMEOUT = 30
 
 
 def autograde(course: Path, *args: str, env=None, timeout=1800) -> subprocess.CompletedProcess:
