@@ -100,7 +100,7 @@ lab: $(STAMP)
 # PyTorch code path and on the portable one (ATEN_CPU_CAPABILITY=default), exact outputs
 # strictly, results of training within bands. Solutions run top to bottom, silently, in
 # tests/notebooks/test_release.py (nbgrader scores 0 for a graded cell that writes to stderr).
-# Two workers (pytest-xdist), a test file per worker at a time, the two longest files first
+# Two workers (pytest-xdist), a test file per worker at a time, the longest files first
 # (tests/conftest.py): the lectures' two pinned runs share both cores with the other worker's
 # kernels, sandboxes and servers. The suite is bound by CPU (the cores are about 95% busy
 # throughout), so a third worker only adds contention (measured: no faster). The wall and CPU

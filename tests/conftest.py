@@ -174,18 +174,35 @@ def pytest_runtest_teardown(item):
 
 CPU_AT_START = pytest.StashKey[float]()
 
-# The two longest files first (`make test`: about ten and five minutes on a busy 2-core
-# machine, against a minute or less for any other): each xdist worker starts one of them at
-# once and the short files fill in around them, instead of one of them starting last.
-LONGEST_FIRST = ("tests/notebooks/test_lectures.py", "tests/course_grader/test_adversarial.py")
+# The order in which `make test`'s two xdist workers take the files (a file at a time): the
+# longest first, longest-processing-time style (in a full run on a slow 2-core host: about
+# 16, 12, 4 and 2.5 minutes each, against a minute or less for any other file); then the other
+# files that start kernels, sandboxes, servers or a browser, which wait on them in part; the
+# unit tests last, short and bound by CPU, so that they fill the end of the run on both
+# cores instead of a file that waits on a server running alone there.
+LONGEST_FIRST = ("tests/notebooks/test_lectures.py", "tests/course_grader/test_adversarial.py",
+                 "tests/course_grader/test_autograde.py", "tests/notebooks/test_release.py",
+                 "tests/course_grader/test_site.py", "tests/course_grader/test_edition.py")
+WITH_PROCESSES = ("tests/course_grader/", "tests/notebooks/")
+
+
+def file_rank(path: str) -> int:
+    """Where the test file `path` (relative to the project, as in a node id) goes in the run."""
+    if path in LONGEST_FIRST:
+        return LONGEST_FIRST.index(path)
+    return len(LONGEST_FIRST) + (0 if path.startswith(WITH_PROCESSES) else 1)
+
+
+def pytest_configure(config):
+    # xdist orders --dist loadfile's files by their number of tests unless told not to: that
+    # put the unit tests' files first and the ones that wait on servers last
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(items):
-    def rank(item) -> int:
-        path = item.nodeid.split("::")[0]
-        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
-
-    items.sort(key=rank)  # stable: every file keeps its own order
+    # a stable sort: the tests of each file keep their order
+    items.sort(key=lambda item: file_rank(item.nodeid.split("::")[0]))
 
 
 @pytest.fixture(scope="module")
