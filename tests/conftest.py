@@ -175,10 +175,10 @@ def pytest_runtest_teardown(item):
 CPU_AT_START = pytest.StashKey[float]()
 
 # The order in which `make test`'s two xdist workers take the files (a file at a time): the
-# longest first, longest-processing-time style (in a full run on a slow 2-core host: about
-# 16, 12, 4 and 2.5 minutes each, against a minute or less for any other file); then the other
-# files that start kernels, sandboxes, servers or a browser, which wait on them in part; the
-# unit tests last, short and bound by CPU, so that they fill the end of the run on both
+# longest first, longest-processing-time style (in full runs on a slow 2-core host: 15-16,
+# 10-12, 3.5-5 and 2-3 minutes each, against a minute or less for any other file); the other
+# files that start kernels, sandboxes, servers or a browser, which wait on them in part, next;
+# the unit tests last, short and bound by CPU, so that they fill the end of the run on both
 # cores instead of a file that waits on a server running alone there.
 LONGEST_FIRST = ("tests/notebooks/test_lectures.py", "tests/course_grader/test_adversarial.py",
                  "tests/course_grader/test_autograde.py", "tests/notebooks/test_release.py",
