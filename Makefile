@@ -303,8 +303,11 @@ bench-autograde: $(STAMP) sandbox
 lock:
 	rm -rf .lock-venv
 	$(PYTHON) -m venv .lock-venv
+	@# pip resolves for the Python that runs it; the lock must install on every Python that
+	@# pyproject.toml admits, down to 3.11.0 (Debian 12 has 3.11.2), which newer soupsieve
+	@# releases (>= 3.0.2: Python >= 3.11.5) refuse. tests/test_packaging.py checks every pin.
 	.lock-venv/bin/python -m pip install --quiet --disable-pip-version-check --editable '.[dev,grading,site]' \
-		sphinx-mathjax-offline==0.0.2
+		sphinx-mathjax-offline==0.0.2 'soupsieve<3.0.2'
 	{ echo "# Pinned environment for make setup; regenerate with make lock."; \
 	  .lock-venv/bin/python -m pip freeze --exclude-editable | sed -e 's/+cpu$$//'; \
 	  .lock-venv/bin/python -m pip freeze --all | grep '^setuptools=='; } > requirements.lock

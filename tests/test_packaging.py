@@ -72,6 +72,36 @@ def test_lock_pins_every_dependency_within_its_range():
         assert spec.contains(pinned, prereleases=True), f"{name}=={pinned} is outside '{spec}'"
 
 
+def python_floor() -> Version:
+    """The oldest Python that pyproject.toml's requires-python admits (">=3.11": 3.11.0)."""
+    spec = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    (floor,) = [Version(s.version) for s in SpecifierSet(spec) if s.operator == ">="]
+    return floor
+
+
+def test_every_locked_package_installs_on_the_oldest_python_the_course_admits():
+    """A pin whose release needs a newer Python than requires-python admits breaks `make setup`
+    there with a bare "no matching distribution" (soupsieve 4.1.2 needs 3.11.5; Debian 12's
+    python3 is 3.11.2). The installed distributions are the lock's pins (make setup installs
+    exactly them); each one's Requires-Python must admit the floor."""
+    from importlib.metadata import distribution
+
+    floor = python_floor()
+    too_new = []
+    for line in (ROOT / "requirements.lock").read_text().splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, _, version = line.strip().partition("==")
+        dist = distribution(name)
+        assert Version(dist.version).public == Version(version).public, (
+            f"{name}: installed {dist.version}, the lock pins {version}: run make setup")
+        needs = dist.metadata.get("Requires-Python")
+        if needs and not SpecifierSet(needs).contains(floor, prereleases=True):
+            too_new.append(f"{name}=={version} (Requires-Python {needs})")
+    assert not too_new, (f"requirements.lock pins releases that Python {floor} (pyproject's "
+                         f"requires-python) cannot install: {too_new}; pin an older release")
+
+
 def test_torch_range_tops_out_at_2_13():
     spec = pyproject_requirements()["torch"]
     assert spec.contains("2.13.0") and not spec.contains("2.14.0")
