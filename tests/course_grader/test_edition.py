@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 import zipfile
 from pathlib import Path
@@ -120,7 +121,10 @@ def _errors(nb) -> dict[str, str]:
 def test_it_installs_in_a_fresh_venv_and_runs_a_lecture_and_an_exercise(built):
     """`make setup` in the edition alone (its own .venv, from its requirements.lock); then a
     lecture runs there without error, the exercise solved passes its visible tests, and the
-    exercise as released fails them."""
+    exercise as released fails them. The set-up starts from a half-made venv, one without pip
+    (what Debian's python3 leaves when python3-venv is missing), which it must make again."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(built / ".venv")],
+                   check=True, timeout=120)
     proc = subprocess.run(["make", "setup"], cwd=built, capture_output=True, text=True,
                           timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
