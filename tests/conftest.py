@@ -30,6 +30,13 @@ BIN = Path(sys.executable).parent
 UNITS = sorted(p.parent.name for p in ROOT.glob("solutions/*/*.ipynb"))
 
 
+def system_tool(name: str) -> str | None:
+    """The full path of a system program (useradd, setpriv, ...): on PATH, or in the sbin
+    folders, which a login shell's PATH often lacks (Debian's, and `su` without `-`); None if
+    it is not installed."""
+    return shutil.which(name) or shutil.which(name, path="/usr/local/sbin:/usr/sbin:/sbin")
+
+
 def tool_env() -> dict[str, str]:
     """The environment for nbgrader and jupyter: this venv's bin first on PATH (nbgrader runs
     `alembic` by name) and a non-interactive matplotlib backend."""

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import BIN, ROOT, is_graded_test, nbgrader_meta, read
+from conftest import BIN, ROOT, is_graded_test, nbgrader_meta, read, system_tool
 from nbgrader.api import Gradebook
 
 UNIT = "00_attention_as_lookup"
@@ -48,12 +48,14 @@ NOTEBOOK = f"{UNIT}.ipynb"
 COURSE_ID = "attention"
 PARTIAL = {"softmax_solution"}                  # what the second student solves
 
+USERADD, USERDEL, SETPRIV = (system_tool(t) for t in ("useradd", "userdel", "setpriv"))
+
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0,
                        reason="makes Unix users (useradd) and runs commands as them: needs root"),
-    pytest.mark.skipif(shutil.which("useradd") is None or shutil.which("userdel") is None,
+    pytest.mark.skipif(USERADD is None or USERDEL is None,
                        reason="useradd/userdel (the passwd package) are not installed"),
-    pytest.mark.skipif(shutil.which("setpriv") is None,
+    pytest.mark.skipif(SETPRIV is None,
                        reason="setpriv (util-linux) is needed to run commands as another user"),
 ]
 
@@ -67,10 +69,10 @@ class User:
 
 
 def _make_user(name: str, stack: ExitStack) -> User:
-    subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", name],
+    subprocess.run([USERADD, "--create-home", "--shell", "/bin/sh", name],
                    check=True, capture_output=True, text=True)
     # removed even if a later step fails; -f: even if a process of theirs were still running
-    stack.callback(subprocess.run, ["userdel", "-r", "-f", name], capture_output=True)
+    stack.callback(subprocess.run, [USERDEL, "-r", "-f", name], capture_output=True)
     entry = pwd.getpwnam(name)
     home = Path(entry.pw_dir)
     # Debian's useradd makes homes 0755 (UMASK 022): a student could then read another's
@@ -94,7 +96,7 @@ def as_user(user: User, *cmd: str, cwd: Path | None = None, input: str | None = 
             env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run `cmd` as `user` (real and effective ids, their groups), never as root."""
     return subprocess.run(
-        ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--init-groups", "--", *cmd],
+        [SETPRIV, f"--reuid={user.uid}", f"--regid={user.gid}", "--init-groups", "--", *cmd],
         cwd=cwd or user.home, env=_env(user) | (env or {}), input=input, capture_output=True,
         text=True, errors="replace", timeout=timeout)
 

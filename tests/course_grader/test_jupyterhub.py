@@ -30,7 +30,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from conftest import BIN, ROOT
+from conftest import BIN, ROOT, system_tool
 from test_exchange import COURSE_ID, NOTEBOOK, UNIT, User, _make_user, _open_ancestors, nbgrader_as
 
 requests = pytest.importorskip("requests")
@@ -40,8 +40,8 @@ PROXY = shutil.which("configurable-http-proxy")
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="the Hub spawns servers as other Unix users "
                        "and checks PAM passwords: it runs as root"),
-    pytest.mark.skipif(not all(shutil.which(t) for t in ("useradd", "userdel", "chpasswd",
-                                                         "setpriv")),
+    pytest.mark.skipif(not all(system_tool(t) for t in ("useradd", "userdel", "chpasswd",
+                                                        "setpriv")),
                        reason="useradd/userdel/chpasswd (passwd) and setpriv (util-linux) needed"),
     pytest.mark.skipif(not (BIN / "jupyterhub").exists(),
                        reason="jupyterhub is not installed in the venv (the dev extra)"),
@@ -58,8 +58,8 @@ def _free_port() -> int:
 
 def _set_password(user: User) -> str:
     password = secrets.token_urlsafe(16)
-    subprocess.run(["chpasswd"], input=f"{user.name}:{password}\n", text=True, check=True,
-                   capture_output=True)
+    subprocess.run([system_tool("chpasswd")], input=f"{user.name}:{password}\n", text=True,
+                   check=True, capture_output=True)
     return password
 
 
