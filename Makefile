@@ -60,7 +60,7 @@ setup: $(STAMP)
 # Re-run only when the dependency files or this Makefile (which holds the set-up steps)
 # change; each step is idempotent.
 $(STAMP): pyproject.toml requirements.lock Makefile
-	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ needed, found " + sys.version.split()[0]'
+	@$(PYTHON) -c 'import sys; sys.version_info >= (3, 11) or sys.exit("Python 3.11 or newer is needed; $(PYTHON) is " + sys.version.split()[0] + ": name another, e.g. make setup PYTHON=python3.12")'
 	@# a venv without pip is half made (Debian's python3 without python3-venv stops there):
 	@# made again from scratch, not left to fail at the next step
 	@$(BIN)/python -m pip --version >/dev/null 2>&1 || $(PYTHON) -m venv --clear $(VENV)
