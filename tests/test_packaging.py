@@ -57,7 +57,8 @@ def test_environment_yml_installs_the_course_package():
     assert pip_sections and "--editable ." in pip_sections[0]
 
 
-def test_lock_pins_every_dependency_within_its_range():
+def lock_pins() -> dict[str, Version]:
+    """requirements.lock as {canonical name: pinned version}."""
     pins = {}
     for line in (ROOT / "requirements.lock").read_text().splitlines():
         line = line.strip()
@@ -66,6 +67,11 @@ def test_lock_pins_every_dependency_within_its_range():
         name, _, version = line.partition("==")
         assert version, f"requirements.lock line is not a pin: {line!r}"
         pins[canonicalize_name(name)] = Version(version)
+    return pins
+
+
+def test_lock_pins_every_dependency_within_its_range():
+    pins = lock_pins()
     for name, spec in pyproject_requirements().items():
         assert name in pins, f"{name} is a dependency but requirements.lock does not pin it"
         pinned = pins[name]
@@ -88,12 +94,9 @@ def test_every_locked_package_installs_on_the_oldest_python_the_course_admits():
 
     floor = python_floor()
     too_new = []
-    for line in (ROOT / "requirements.lock").read_text().splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        name, _, version = line.strip().partition("==")
+    for name, version in lock_pins().items():
         dist = distribution(name)
-        assert Version(dist.version).public == Version(version).public, (
+        assert Version(dist.version).public == version.public, (
             f"{name}: installed {dist.version}, the lock pins {version}: run make setup")
         needs = dist.metadata.get("Requires-Python")
         if needs and not SpecifierSet(needs).contains(floor, prereleases=True):

@@ -31,17 +31,28 @@ from pathlib import Path
 
 import pytest
 from conftest import BIN, ROOT, system_tool
-from test_exchange import COURSE_ID, NOTEBOOK, UNIT, User, _make_user, _open_ancestors, nbgrader_as
+from test_exchange import (
+    COURSE_ID,
+    NOTEBOOK,
+    SETPRIV,
+    UNIT,
+    USERADD,
+    USERDEL,
+    User,
+    _make_user,
+    _open_ancestors,
+    nbgrader_as,
+)
 
 requests = pytest.importorskip("requests")
 
 PROXY = shutil.which("configurable-http-proxy")
+CHPASSWD = system_tool("chpasswd")
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="the Hub spawns servers as other Unix users "
                        "and checks PAM passwords: it runs as root"),
-    pytest.mark.skipif(not all(system_tool(t) for t in ("useradd", "userdel", "chpasswd",
-                                                        "setpriv")),
+    pytest.mark.skipif(None in (USERADD, USERDEL, CHPASSWD, SETPRIV),
                        reason="useradd/userdel/chpasswd (passwd) and setpriv (util-linux) needed"),
     pytest.mark.skipif(not (BIN / "jupyterhub").exists(),
                        reason="jupyterhub is not installed in the venv (the dev extra)"),
@@ -58,7 +69,7 @@ def _free_port() -> int:
 
 def _set_password(user: User) -> str:
     password = secrets.token_urlsafe(16)
-    subprocess.run([system_tool("chpasswd")], input=f"{user.name}:{password}\n", text=True,
+    subprocess.run([CHPASSWD], input=f"{user.name}:{password}\n", text=True,
                    check=True, capture_output=True)
     return password
 
