@@ -34,6 +34,7 @@ from traitlets import Bool, Dict, Enum, Integer, List, Unicode
 from course_grader import sandbox
 
 __all__ = [
+    "MACHINE_FAULT",
     "HideHiddenTests",
     "RestoreCells",
     "SafeExecute",
@@ -45,7 +46,12 @@ __all__ = [
 ]
 
 # Exceptions whose message is written for students (by the checker or the autograder).
-SAFE_VERDICTS = ("GradingFailure", "KernelStopped", "GraderError")
+SAFE_VERDICTS = ("GradingFailure", "KernelStopped", "GraderError", "MachineFault")
+# The ename of a verdict that blames the grading machine, not the student (a checker that could
+# not start, a cell stopped by the wall-clock backstop while under its CPU limit): a
+# submission holding one is graded again, and if it still holds one it is marked "needs
+# regrading", never scored (course_grader.autograde).
+MACHINE_FAULT = "MachineFault"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _CELL_FRAME = re.compile(r"(?:Cell In\s*\[\d+\]|<ipython-input-[^>]*>), line (\d+)")
 
