@@ -16,6 +16,7 @@ import os
 import re
 import select
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -141,10 +142,13 @@ def _sandbox_problem() -> str | None:
 
 
 class SandboxedKernelManager(AsyncKernelManager):
-    """Starts the kernel inside `course_grader.sandbox`, talking over Unix sockets in a
-    private folder (the sandbox has no network, so TCP to the grader is impossible). The
-    kernel's working copy holds the submission's files but no notebook (the graded one
-    carries the hidden tests), and its course_utils only the `reachable` modules."""
+    """Starts the kernel inside `course_grader.sandbox`, talking over Unix sockets (the
+    sandbox has no network, so TCP to the grader is impossible). The kernel makes its sockets
+    on its sandbox's own /tmp; the grader connects to relays in a folder of its own, which
+    reach those sockets beneath a descriptor of the sandbox's root without following any
+    link (`relay.SandboxSockets`). The kernel's working copy holds the submission's files but
+    no notebook (the graded one carries the hidden tests), and its course_utils only the
+    `reachable` modules."""
 
     limits = Dict(help="course_grader.sandbox.Limits fields to override").tag(config=True)
     reachable = List(Unicode(), default_value=["course_utils.grading"],
@@ -155,7 +159,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         self.transport = "ipc"
         self.connection_file = os.path.join(self._private_dir, "kernel.json")
         # the kernel makes its sockets on the sandbox's own /tmp (it can write nothing on the
-        # host); once it runs, the grader reaches them through /proc/<pid>/root
+        # host); once it runs, the grader reaches them through the relays (`_relay_sockets`)
         self.ip = os.path.join(sandbox.SOCKET_DIR, "ipc")
         return await super()._async_pre_start_kernel(**kw)
 
@@ -171,11 +175,27 @@ class SandboxedKernelManager(AsyncKernelManager):
                                package=package)
         launched = await super()._async_launch_kernel(wrapped, **kw)
         self._launcher_pid = getattr(self.provisioner, "pid", None)
-        sockets = sandbox.socket_dir_from_host(self._private_dir)
-        if sockets is None:
-            raise RuntimeError("the sandbox did not start (no process id was recorded)")
-        self.ip = os.path.join(sockets, "ipc")
+        self._relay_sockets()
         return launched
+
+    def _relay_sockets(self) -> None:
+        from course_grader.relay import Relay, SandboxSockets
+
+        root = sandbox.open_sandbox_root(self._private_dir)
+        if root is None:
+            raise RuntimeError("the sandbox did not start (no process id was recorded)")
+        self._sandbox_sockets = SandboxSockets(root, sandbox.SOCKET_DIR)
+        relay_dir = Path(self._staging_dir) / "relay"   # the grader's alone (0700)
+        relay_dir.mkdir(mode=0o700)
+        names = [f"ipc-{getattr(self, port)}" for port in
+                 ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")]
+        self._relay = Relay(self._sandbox_sockets.connect, relay_dir, names)
+        self.ip = str(relay_dir / "ipc")
+
+    def refused_links(self) -> list[str]:
+        """What the kernel put in place of its sockets and the grader refused to follow."""
+        sockets = getattr(self, "_sandbox_sockets", None)
+        return list(sockets.refused) if sockets else []
 
     def exit_reason(self) -> str | None:
         record = sandbox.exit_record(getattr(self, "_private_dir", ""))
@@ -183,6 +203,9 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     async def _async_cleanup_resources(self, restart: bool = False) -> None:
         await super()._async_cleanup_resources(restart=restart)
+        for name in ("_relay", "_sandbox_sockets"):
+            if getattr(self, name, None) is not None:
+                getattr(self, name).close()
         # a launcher killed with its kernel cannot remove its pids cgroup (as root): do it here
         if getattr(self, "_launcher_pid", None):
             sandbox.remove_cgroup(self._launcher_pid)
@@ -194,10 +217,15 @@ class SandboxedKernelManager(AsyncKernelManager):
 
 
 def _copy_without_notebooks(source: Path, dest: Path) -> Path:
-    """The submission's files for the kernel: everything but notebooks and links."""
+    """The submission's files for the kernel: its regular files and folders, but notebooks
+    (no link, socket, pipe or device: a pipe would block the copy)."""
     def ignore(folder, names):
+        def kept(name: str) -> bool:
+            mode = os.lstat(os.path.join(folder, name)).st_mode
+            return stat.S_ISREG(mode) or stat.S_ISDIR(mode)
+
         return [n for n in names if n.endswith(".ipynb") or n == ".ipynb_checkpoints"
-                or os.path.islink(os.path.join(folder, n))]
+                or not kept(n)]
 
     shutil.copytree(source, dest, symlinks=False, ignore=ignore, dirs_exist_ok=True)
     return dest

@@ -1,40 +1,134 @@
-"""Byte relays between the checker's sandbox and the kernel's.
+"""Byte relays to a sandboxed kernel's sockets, which the kernel makes and could replace.
 
-The student's kernel makes its ZeroMQ sockets (Unix sockets, `ipc` transport) on its own
-sandbox's /tmp; the grader reaches them as /proc/<pid>/root/tmp/...
-(`sandbox.socket_dir_from_host`).
-The checker runs in a sandbox of its own, and a mount from another sandbox cannot be bound
-into it. So the grader, outside both, listens on a Unix socket of the same name in a folder
-of its own (bound read-only into the checker's sandbox: connecting to a socket needs no
-write access to its file system) and copies the bytes of every connection to the kernel's
-socket and back. ZeroMQ's protocol runs over the byte stream unchanged, so the checker
-speaks to the kernel as if directly; nothing is parsed or kept here.
+The student's kernel makes its ZeroMQ sockets (Unix sockets, `ipc` transport) in SOCKET_DIR on
+its own sandbox's /tmp, a file system the kernel controls: it may replace a socket, or a folder
+on the way to it, with a link, and a link there resolved from the host names a host file
+(an absolute link restarts at the host's root). So no process of the grader ever connects to
+a path inside the sandbox. `SandboxSockets` holds a descriptor of the sandbox's root, opened
+once when the sandbox starts, and reaches each socket beneath it one component at a time with
+O_NOFOLLOW; anything that is not a folder on the way, or not a socket at the end, is refused
+(and recorded in `refused`), never followed. The connection is then made through the
+descriptor of the socket itself (/proc/self/fd/N), so no path is resolved again.
 
-    relay = Relay(kernel_socket_dir, relay_dir, ["ipc-1", "ipc-2", ...])
-    ...   # the checker connects to relay_dir/ipc-1 (seen at another path in its sandbox)
-    relay.close()
+A `Relay` listens on Unix sockets of the same names in a folder of the grader's own, which
+only the grader can write, and copies the bytes of every connection to the kernel's socket
+and back. ZeroMQ's protocol runs over the byte stream unchanged, so the grader's kernel client
+and the checker (in a sandbox of its own, where this folder is bound read-only) speak to the
+kernel as if directly; nothing is parsed or kept here.
+
+    sockets = SandboxSockets(root_fd)                 # sandbox.open_sandbox_root(runtime_dir)
+    relay = Relay(sockets.connect, relay_dir, ["ipc-1", "ipc-2", ...])
+    checker_relay = Relay(relay_dir, checker_relay_dir, [...])   # a folder of the grader's
+    ...   # connect to relay_dir/ipc-1
+    relay.close(); sockets.close()
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import socket
+import stat
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["Relay"]
+__all__ = ["LinkRefused", "Relay", "SandboxSockets", "connect_in_folder"]
 
 CHUNK = 256 * 1024
 
 
+class LinkRefused(OSError):
+    """A path in the sandbox led through something other than a folder to a socket."""
+
+
+class SandboxSockets:
+    """Connect to the Unix sockets in `folder` of a sandbox whose root is the descriptor
+    `root_fd` (owned by this object from now on), never following a link."""
+
+    def __init__(self, root_fd: int, folder: str) -> None:
+        self._root = root_fd
+        self.parts = [p for p in folder.split("/") if p]
+        self.refused: list[str] = []
+        self._lock = threading.Lock()
+
+    def connect(self, name: str) -> socket.socket:
+        """A stream socket connected to `folder/name` in the sandbox. Raises
+        FileNotFoundError while it is not there yet, LinkRefused if something on the way is
+        a link or not what it should be (also recorded in `refused`)."""
+        if "/" in name or name in ("", ".", ".."):
+            raise ValueError(f"expected a socket's file name, got {name!r}")
+        fds = []
+        try:
+            fd = self._root
+            for part in self.parts:
+                fd = self._open(fd, part, os.O_DIRECTORY, f"{'/'.join(self.parts)}")
+                fds.append(fd)
+            fd = self._open(fd, name, 0, f"{'/'.join(self.parts)}/{name}")
+            fds.append(fd)
+            if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+                self._refuse(f"/{'/'.join(self.parts)}/{name} is not a socket")
+            client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                client.connect(f"/proc/self/fd/{fd}")  # the socket itself: nothing resolved
+            except OSError:
+                client.close()
+                raise
+            return client
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def _open(self, parent: int, part: str, flags: int, shown: str) -> int:
+        try:
+            fd = os.open(part, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC | flags, dir_fd=parent)
+        except OSError as err:
+            if err.errno in (errno.ELOOP, errno.ENOTDIR):
+                self._refuse(f"/{shown} is a link or not a folder: the kernel put something "
+                             f"else in place of its sockets")
+            raise
+        if stat.S_ISLNK(os.fstat(fd).st_mode):
+            os.close(fd)
+            self._refuse(f"/{shown} is a link: the kernel replaced its socket with a link")
+        return fd
+
+    def _refuse(self, why: str) -> None:
+        with self._lock:
+            if why not in self.refused:
+                self.refused.append(why)
+        raise LinkRefused(errno.ELOOP, why)
+
+    def close(self) -> None:
+        if self._root >= 0:
+            os.close(self._root)
+            self._root = -1
+
+
+def connect_in_folder(folder: str | os.PathLike) -> Callable[[str], socket.socket]:
+    """A connector for sockets in a folder only the grader can write (another relay's)."""
+    def connect(name: str) -> socket.socket:
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            client.connect(str(Path(folder) / name))
+        except OSError:
+            client.close()
+            raise
+        return client
+
+    return connect
+
+
 class Relay:
     """Listen on `relay_dir/<name>` for each name; forward each connection to
-    `target_dir/<name>`. Threads only; `close()` stops everything."""
+    `target(name)`, or to `target/<name>` if `target` is a folder (only a folder that the
+    grader alone can write: see `connect_in_folder`). Threads only; `close()` stops
+    everything."""
 
-    def __init__(self, target_dir: str | os.PathLike, relay_dir: str | os.PathLike,
-                 names: list[str]) -> None:
-        self.target_dir, self.relay_dir = Path(target_dir), Path(relay_dir)
+    def __init__(self, target: Callable[[str], socket.socket] | str | os.PathLike,
+                 relay_dir: str | os.PathLike, names: list[str]) -> None:
+        self.connect = target if callable(target) else connect_in_folder(target)
+        self.relay_dir = Path(relay_dir)
         self._closed = threading.Event()
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
@@ -59,12 +153,10 @@ class Relay:
                 client, _ = listener.accept()
             except OSError:
                 return
-            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
-                upstream.connect(str(self.target_dir / name))
-            except OSError:
+                upstream = self.connect(name)
+            except OSError:   # not there yet (the client connects again) or refused
                 client.close()
-                upstream.close()
                 continue
             self._track(client)
             self._track(upstream)

@@ -25,9 +25,10 @@ it, through this module's launcher, inside `bwrap`:
   the whole sandbox and writes why to `runtime_dir/sandbox-exit.json`.
 
 The kernel talks to the grader over Unix sockets (ZeroMQ's `ipc` transport), since TCP to the
-host is exactly what the network namespace forbids. The sockets live on the sandbox's /tmp;
-the grader reaches them as /proc/<pid>/root/tmp/... (`socket_dir_from_host`), with the pid the
-launcher records in `runtime_dir`. The launcher (outside the sandbox) writes the only files
+host is exactly what the network namespace forbids. The sockets live on the sandbox's /tmp,
+which the kernel controls; the grader opens the sandbox's root once (`open_sandbox_root`, with
+the pid the launcher records in `runtime_dir`) and reaches each socket beneath it without
+following any link (`relay.SandboxSockets`). The launcher (outside the sandbox) writes the only files
 there: that pid, the exit record and at most 1 MB of the kernel's own stdout and stderr.
 
 `unavailable_reason()` says why the sandbox cannot run here (not Linux, no bwrap, no user
@@ -54,7 +55,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 __all__ = ["IMPORTABLE_EXTRAS", "SOCKET_DIR", "Limits", "exit_record", "hidden_imports",
-           "importable_distributions", "cgroup_of", "remove_cgroup", "socket_dir_from_host",
+           "importable_distributions", "cgroup_of", "remove_cgroup", "open_sandbox_root",
            "student_package",
            "unavailable_reason", "wrap"]
 
@@ -63,7 +64,8 @@ EXIT_RECORD = "sandbox-exit.json"
 KERNEL_LOG = "kernel.log"
 PID_RECORD = "sandbox-pid"
 # Where a sandboxed program may create its Unix sockets: on the sandbox's own size-limited
-# /tmp. The grader reaches them through /proc/<pid>/root (see `socket_dir_from_host`).
+# /tmp. The grader reaches them beneath a descriptor of the sandbox's root, never through a
+# path (see `open_sandbox_root` and `relay.SandboxSockets`).
 SOCKET_DIR = "/tmp/course-sockets"
 MAX_LOG_BYTES = 1024 * 1024         # the kernel's own stdout and stderr kept in kernel.log
 # Distributions a graded kernel may import besides the closure of the course's runtime
@@ -681,18 +683,47 @@ class _Stop:
                 self()
 
 
-def socket_dir_from_host(runtime_dir: str | os.PathLike, timeout: float = 30.0) -> str | None:
-    """The sandbox's SOCKET_DIR as the host sees it (/proc/<pid>/root/...), once the launcher
-    has recorded the pid; None if it did not within `timeout` seconds."""
+def open_sandbox_root(runtime_dir: str | os.PathLike, timeout: float = 30.0) -> int | None:
+    """A descriptor (O_PATH) of the sandbox's root folder, once the launcher has recorded the
+    sandbox's first process id in `runtime_dir` and the sandbox has made SOCKET_DIR (bwrap
+    reports the pid before it has built the root; the folder is made after); None if that
+    did not happen within `timeout` seconds. Opened once, while the sandbox runs, so that
+    nothing later depends on its pid; what lies beneath is reached with
+    `relay.SandboxSockets`, never by a path through /proc/<pid>/root (a link the kernel makes
+    there would be followed on the host)."""
     deadline = time.monotonic() + timeout
-    path = Path(runtime_dir) / PID_RECORD
+    record = Path(runtime_dir) / PID_RECORD
+    host = os.stat("/")
     while time.monotonic() < deadline:
         try:
-            pid = int(json.loads(path.read_text())["pid"])
-            return f"/proc/{pid}/root{SOCKET_DIR}"
+            pid = int(json.loads(record.read_text())["pid"])
+            fd = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         except (OSError, ValueError, KeyError, TypeError):
             time.sleep(0.02)
+            continue
+        root = os.fstat(fd)
+        if (root.st_dev, root.st_ino) != (host.st_dev, host.st_ino) and _has_folder(fd, SOCKET_DIR):
+            return fd
+        os.close(fd)
+        time.sleep(0.02)
     return None
+
+
+def _has_folder(root_fd: int, folder: str) -> bool:
+    """Whether `folder` exists beneath `root_fd` as folders all the way, no link followed."""
+    fds = []
+    try:
+        fd = root_fd
+        for part in (p for p in folder.split("/") if p):
+            fd = os.open(part, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         dir_fd=fd)
+            fds.append(fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def main(argv: list[str] | None = None) -> int:

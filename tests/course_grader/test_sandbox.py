@@ -162,7 +162,7 @@ except MemoryError:
 def test_the_runtime_folder_is_read_only_and_sockets_go_to_the_sandboxs_tmp(tmp_path):
     """Nothing the sandbox can write lands on the host: not a file, a link or a folder in the
     runtime folder (where the launcher keeps its records), and its Unix sockets live on its
-    own size-limited /tmp, which the host reaches through /proc/<pid>/root."""
+    own size-limited /tmp, which the grader reaches beneath a descriptor of its root."""
     runtime = tmp_path / "runtime"
     target = tmp_path / "victim.txt"
     target.write_text("keep me")
@@ -513,3 +513,73 @@ def test_a_worker_computes_what_is_hidden_once_for_every_kernel(tmp_path, monkey
     assert sandbox.known_hidden(["transformers"]) is None
     path.write_text("not json")
     assert sandbox.known_hidden(list(sandbox.IMPORTABLE_EXTRAS)) is None
+
+
+def test_a_kernel_that_replaces_its_sockets_with_links_reaches_nothing_of_the_host(tmp_path):
+    """A kernel controls its sandbox's /tmp, where it makes its sockets: it can put a link to a
+    host socket in place of each (an absolute link, resolved from the host, names a host file).
+    The grader reaches the sockets only beneath a descriptor of the sandbox's root, never
+    following a link: a new connection after the swap reaches neither the kernel nor the host
+    socket, and the kernel manager says what was refused. The same swap, reached the old way
+    (a path through /proc/<pid>/root), connects to the host socket: the attack is real here."""
+    import asyncio
+    import socket
+    import threading
+
+    from course_grader.nbgrader_hooks import SandboxedKernelManager
+
+    victim = tmp_path / "victim.sock"      # a root-only socket of the host
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(victim))
+    os.chmod(victim, 0o600)
+    listener.listen(64)
+    accepted = []
+
+    def count() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                accepted.append(listener.accept()[0])
+
+    threading.Thread(target=count, daemon=True).start()
+    swap = f"""
+import glob, os
+for path in glob.glob({sandbox.SOCKET_DIR + '/ipc-*'!r}):
+    os.remove(path)
+    os.symlink({str(victim)!r}, path)
+print(len(glob.glob({sandbox.SOCKET_DIR + '/ipc-*'!r})))
+"""
+
+    async def attack() -> list[str]:
+        km = SandboxedKernelManager(kernel_name="python3")
+        (tmp_path / "work").mkdir()
+        await km.start_kernel(cwd=str(tmp_path / "work"))
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=60)
+            reply = await kc.execute_interactive(swap, timeout=60)
+            assert reply["content"]["status"] == "ok", reply
+            second = km.client()          # connects again, after the swap
+            second.start_channels()
+            try:
+                with pytest.raises(RuntimeError, match="didn't respond"):
+                    await second.wait_for_ready(timeout=5)
+            finally:
+                second.stop_channels()
+            # the old way, for comparison: a path through the sandbox's /proc/<pid>/root
+            pid = json.loads((Path(km._private_dir) / sandbox.PID_RECORD).read_text())["pid"]
+            old_way = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                old_way.connect(f"/proc/{pid}/root{sandbox.SOCKET_DIR}/ipc-{km.shell_port}")
+            finally:
+                old_way.close()
+            return km.refused_links()
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel(now=True)
+
+    refused = asyncio.run(attack())
+    time.sleep(0.5)
+    listener.close()
+    assert len(accepted) == 1, f"{len(accepted)} connections reached the host socket"  # old way
+    assert refused and all("is a link" in why for why in refused), refused
