@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -40,6 +41,7 @@ from course_grader.gradebook import CourseSettings, is_sqlite
 
 __all__ = [
     "ItemRow",
+    "NumberText",
     "ReportError",
     "StudentRow",
     "UnitReport",
@@ -222,12 +224,20 @@ def collect(course_dir, unit: str) -> UnitReport:
     return UnitReport(unit=unit, max_score=max_score, students=students, items=items)
 
 
+class NumberText(str):
+    """The text of a finite number that this program computed (what `format_number` returns):
+    `safe_cell` writes it as it is, a number and not text that came from a submission."""
+
+
 def format_number(value, digits: int = 2) -> str:
-    """A number for the CSV: rounded, no trailing `.0`; '' for None."""
+    """A number for the CSV: rounded, no trailing `.0`; '' for None. A finite number comes
+    back as a `NumberText`; an infinite one or NaN as plain text, which `safe_cell` guards."""
     if value is None:
         return ""
     value = round(float(value), digits)
-    return str(int(value)) if value.is_integer() else str(value)
+    if not math.isfinite(value):
+        return str(value)
+    return NumberText(int(value) if value.is_integer() else value)
 
 
 def _plot(report: UnitReport, path: Path) -> None:
@@ -295,21 +305,27 @@ def write_report(report: UnitReport, out_dir) -> list[Path]:
     return [students_csv, items_csv, png]
 
 
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\n")
+_FORMULA_START = ("=", "+", "-", "@")
+_CONTROL_START = ("\t", "\r", "\n")
 
 
 def safe_cell(value) -> str:
-    """A CSV cell that no spreadsheet reads as a formula: text that starts with = + - @ or a
-    control character gets a leading apostrophe (which spreadsheets show as plain text);
-    numbers are left as they are."""
-    text = "" if value is None else str(value)
-    if not text.startswith(_FORMULA_START):
-        return text
-    try:
-        float(text)
-        return text
-    except ValueError:
+    """A CSV cell that no spreadsheet reads as a formula or a signed number: text that starts
+    with = + - @ (after any leading white space) or with a tab or a line break gets a leading
+    apostrophe, which spreadsheets show as plain text. The decision is made on the text
+    alone: `-1e3`, `+1_000` and `-inf` are text from a submission or a gradebook and are
+    guarded too. Numbers the program computed, a finite int or float or a `NumberText`
+    (`format_number`), are written as they are."""
+    if value is None:
+        return ""
+    if isinstance(value, NumberText):
+        return str(value)
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return str(value)
+    text = str(value)
+    if text.startswith(_CONTROL_START) or text.lstrip().startswith(_FORMULA_START):
         return "'" + text
+    return text
 
 
 class _SafeWriter:

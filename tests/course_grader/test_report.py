@@ -208,11 +208,28 @@ def test_unreadable_status_file_exits_2_and_names_it(course, tmp_path, capsys):
 @pytest.mark.parametrize("text, cell", [
     ("=HYPERLINK(\"http://x\", \"click\")", "'=HYPERLINK(\"http://x\", \"click\")"),
     ("+1+cmd|' /C calc'!A0", "'+1+cmd|' /C calc'!A0"),
-    ("-2+3", "'-2+3"), ("@SUM(A1)", "'@SUM(A1)"), ("\t=1", "'\t=1"),
-    ("-1.5", "-1.5"), ("12", "12"), ("all tests passed", "all tests passed"), (None, ""),
+    ("-2+3", "'-2+3"), ("@SUM(1)", "'@SUM(1)"), ("=1+1", "'=1+1"), ("\t=1", "'\t=1"),
+    ("\rx", "'\rx"), ("\nx", "'\nx"), ("\tx", "'\tx"),
+    # text that Python's float() reads as a number is still text with a sign
+    ("+1_000", "'+1_000"), ("-inf", "'-inf"), ("-1e3", "'-1e3"), ("-1.5", "'-1.5"),
+    # leading spaces do not hide a sign or a formula from a spreadsheet
+    (" =1+1", "' =1+1"), ("  -1e3", "'  -1e3"), ("\u00a0@SUM(1)", "'\u00a0@SUM(1)"),
+    (" 1234", " 1234"), ("12", "12"), ("1e3", "1e3"), ("all tests passed", "all tests passed"),
+    ("a=b", "a=b"), ("", ""), (None, ""),
 ])
-def test_csv_cells_never_start_a_formula(text, cell):
+def test_csv_text_never_starts_a_formula_or_a_signed_number(text, cell):
     assert report.safe_cell(text) == cell
+
+
+@pytest.mark.parametrize("number, cell", [
+    (-2, "-2"), (-1.5, "-1.5"), (0.0, "0.0"), (10, "10"),
+    (report.format_number(-1.5), "-1.5"), (report.format_number(-2.0), "-2"),
+    (report.format_number(9.999), "10"), (report.format_number(None), ""),
+    # not a number a spreadsheet can hold: guarded like text
+    (float("-inf"), "'-inf"), (report.format_number(float("-inf")), "'-inf"),
+])
+def test_numbers_the_program_computed_stay_numbers(number, cell):
+    assert report.safe_cell(number) == cell
 
 
 def test_a_reason_or_student_id_that_starts_with_a_formula_is_quoted_in_the_csv(tmp_path):
