@@ -205,8 +205,10 @@ report: $(STAMP)
 
 # LMS in and out (course_grader/lms.py). collect-zip puts a Canvas "Download Submissions" zip
 # into submitted/<Canvas user id>/<UNIT>/ with nbgrader zip_collect, which names every file it
-# does not collect and every late one (working folder downloaded/<UNIT>/, replaced each run; a
-# student already in submitted/ gets this zip's notebook instead). export-grades writes
+# does not collect and every late one (working folder downloaded/<UNIT>/, replaced each run,
+# with the log in collect.log; a student already in submitted/ gets this zip's notebook
+# instead). Only notebooks Canvas named for a student are theirs; a zip a student uploaded is
+# unpacked, within limits, into that student's submission alone. export-grades writes
 # reports/grades.csv with nbgrader export: student_id, unit, score, max_score, formula-safe.
 .PHONY: collect-zip export-grades
 ZIP ?=
@@ -219,9 +221,12 @@ collect-zip: $(STAMP)
 	rm -rf "downloaded/$(UNIT)"
 	mkdir -p "downloaded/$(UNIT)/archive"
 	cp "$(ZIP)" "downloaded/$(UNIT)/archive/"
-	$(NBGRADER) zip_collect "$(UNIT)" --force --log-level=WARN
+	$(NBGRADER) zip_collect "$(UNIT)" --force --log-level=WARN 2>&1 \
+		| tee "downloaded/$(UNIT)/collect.log"
 	@shopt -s nullglob; set -- submitted/*/"$(UNIT)"; \
-		echo "$(UNIT): $$# submissions in submitted/ (make autograde grades them)"
+		skipped=$$(grep -c "Not collected: " "downloaded/$(UNIT)/collect.log" || true); \
+		echo "$(UNIT): $$# submissions in submitted/, $$skipped files not collected (named" \
+			"above and in downloaded/$(UNIT)/collect.log); make autograde grades them"
 
 export-grades: $(STAMP)
 	$(NBGRADER) export

@@ -24,7 +24,7 @@ from nbgrader.preprocessors import (
 )
 
 import course_grader
-from course_grader.lms import CanvasCollector, LmsGradesExporter
+from course_grader.lms import CanvasCollector, CanvasExtractor, LmsGradesExporter
 from course_grader.nbgrader_hooks import HideHiddenTests, RestoreCells, SafeExecute
 from course_grader.sanitize import SafeHTMLExporter, SanitizeNotebook, markdown_to_safe_html
 
@@ -92,6 +92,11 @@ c.HTMLExporter.extra_template_basedirs = [
 # LMS in and out (course_grader/lms.py): `nbgrader zip_collect <unit>` reads Canvas's
 # "Download Submissions" zip (`make collect-zip`), naming every file it does not collect;
 # `nbgrader export` writes reports/grades.csv, one formula-safe row per student and unit
-# (`make export-grades`).
+# (`make export-grades`). The extractor, not nbgrader's own (which unpacks every archive at
+# any depth and lets its member names pick the student), takes only what Canvas named for a
+# student; a zip a student uploaded is unpacked into that student's submission alone, within
+# the limits CanvasExtractor.max_depth, max_members, max_file_bytes, max_student_bytes and
+# max_ratio.
+c.ZipCollectApp.extractor_plugin = CanvasExtractor
 c.ZipCollectApp.collector_plugin = CanvasCollector
 c.ExportApp.plugin_class = LmsGradesExporter
