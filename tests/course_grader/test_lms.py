@@ -13,8 +13,9 @@ The zip, named as Canvas names its files (<name>_[late_]<user id>_<file id>_<fil
     nguyendan_1004_5007_part2.ipynb                       named as the unit's      not collected
     notes_for_the_grader.ipynb                          not Canvas's pattern       not collected
 
-Canvas's ids are digits, so a student id that is a formula (`=cmd`) cannot come from its zip;
-it is added to the gradebook directly (nbgrader does not check ids) to test the CSV.
+Canvas's ids are digits, so a student id that is a formula (`=cmd`) or a signed number
+(`-1e3`) cannot come from its zip; such ids are added to the gradebook directly (nbgrader does
+not check ids) to test the CSV.
 
 A second, hostile zip (`hostile_course`) has one student per attack next to that student's own
 notebook: a zip naming another student inside, duplicates, `.gz` files, `..` and absolute
@@ -60,6 +61,10 @@ UNIT = "00_attention_as_lookup"
 NOTEBOOK = f"{UNIT}.ipynb"
 VENV = BIN.parent
 FORMULA_ID = "=cmd|' /C calc'!A0"
+# ids that are not Canvas's, added to the gradebook directly -> their cell in the CSV: text
+# that a spreadsheet would read as a formula or a signed number, whatever Python's float() says
+GUARDED_IDS = {" -2": "' -2", "+1_000": "'+1_000", "-1e3": "'-1e3", "-inf": "'-inf",
+               FORMULA_ID: "'" + FORMULA_ID, "@SUM(1)": "'@SUM(1)"}
 SOLVED = {  # zip entry -> solution cells filled in (None: all, set(): none)
     f"smithalice_1001_5001_{NOTEBOOK}": None,
     "smithalice_1001_5002_scratch.ipynb": set(),
@@ -112,8 +117,9 @@ def lms_course(fresh_course, tmp_path_factory):
     run_nbgrader("autograde", UNIT, "--force", cwd=course)
     with warnings.catch_warnings(), Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         warnings.filterwarnings("ignore", "Object of type", SAWarning)
-        gb.add_student(FORMULA_ID, last_name="+1")
-        gb.add_submission(UNIT, FORMULA_ID)  # nothing graded: scores 0
+        for student in GUARDED_IDS:
+            gb.add_student(student, last_name="+1")
+            gb.add_submission(UNIT, student)  # nothing graded: scores 0
     exported = run_nbgrader("export", cwd=course)
     (course / "export.log").write_text(exported.stdout + exported.stderr)
     return course
@@ -179,24 +185,22 @@ def test_grades_csv_has_one_row_per_student_and_unit_with_the_gradebooks_scores(
         rows = list(csv.reader(f))
     full = _points()
     assert full == 9
-    assert rows == [
-        ["student_id", "unit", "score", "max_score"],
-        ["1001", UNIT, f"{full:g}", f"{full:g}"],
-        ["1002", UNIT, f"{_points('softmax'):g}", f"{full:g}"],
-        ["1003", UNIT, f"{_points('softmax', 'weighted_average'):g}", f"{full:g}"],
-        ["'" + FORMULA_ID, UNIT, "0", f"{full:g}"],
-    ]
+    scores = {"1001": full, "1002": _points("softmax"),
+              "1003": _points("softmax", "weighted_average"), **dict.fromkeys(GUARDED_IDS, 0)}
+    assert rows == [["student_id", "unit", "score", "max_score"]] + [
+        [GUARDED_IDS.get(student, student), UNIT, f"{scores[student]:g}", f"{full:g}"]
+        for student in sorted(scores)]   # the gradebook's order
     with Gradebook(f"sqlite:///{lms_course / 'gradebook.db'}") as gb:
-        for student, _, score, max_score in rows[1:4]:
+        for student in ["1001", "1002", "1003"]:
             submission = gb.find_submission(UNIT, student)
-            assert (float(score), float(max_score)) == (submission.score, submission.max_score)
-    assert "Wrote 4 rows" in (lms_course / "export.log").read_text()
+            assert (scores[student], full) == (submission.score, submission.max_score)
+    assert "Wrote 9 rows" in (lms_course / "export.log").read_text()
 
 
 def test_no_cell_of_the_grades_csv_starts_a_formula(lms_course):
     with (lms_course / "reports" / "grades.csv").open(newline="", encoding="utf-8") as f:
         cells = [cell for row in csv.reader(f) for cell in row]
-    assert cells and not [c for c in cells if c.startswith(FORMULA_START)]
+    assert cells and not [c for c in cells if c.lstrip().startswith(FORMULA_START)]
 
 
 # ---- hostile uploads -------------------------------------------------------------------------
