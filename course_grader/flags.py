@@ -20,7 +20,7 @@ the class report, where the instructor decides. Code hidden well enough (a strin
 run time and passed to getattr, say) is flagged only as dynamic access, not by name.
 
     flags.forbidden_names(solution_notebook)     -> {"torch.softmax": "use exp, max and sum"}
-    flags.instructor_cells(solution_notebook)    -> frozenset({"setup", "softmax_test", ...})
+    flags.instructor_cells(solution_notebook)    -> frozenset({"setup", "softmax_basic", ...})
     flags.flag_notebook(submitted_nb, forbidden, hidden, instructor)
                                                  -> ["cell softmax_solution, line 2: ..."]
 """
@@ -177,8 +177,12 @@ def _parse(source: str) -> Parsed:
         try:
             return Parsed(ast.parse(text), magic, offset=offset)
         except SyntaxError:
-            if len(text) > MAX_REWRITTEN or not _IPYTHON_SYNTAX.search(text):
+            if not _IPYTHON_SYNTAX.search(text):
                 raise
+            if len(text) > MAX_REWRITTEN:
+                return Parsed(None, magic, f"this cell is not valid Python and too long "
+                                           f"({len(text):,} characters) to be read as IPython "
+                                           f"reads it, so its code could not be checked")
             rewritten = transform_ipython(text)
             if rewritten == text:
                 raise

@@ -232,6 +232,15 @@ def test_a_cell_too_large_or_too_deep_to_parse_is_flagged_and_the_next_still_rea
                          "max and sum)"]
 
 
+def test_a_long_cell_that_is_not_python_is_not_rewritten_as_ipython():
+    long = "x = 1\n" * (flags.MAX_REWRITTEN // 6) + "!ls\nsm = torch.softmax\n"
+    assert flags.flag_notebook(notebook(long, "!ls\nsm = torch.softmax\n"), SOFTMAX) == [
+        f"cell #1, this cell is not valid Python and too long ({len(long):,} characters) to be "
+        f"read as IPython reads it, so its code could not be checked",
+        "cell #2, line 2: uses torch.softmax (the tests forbid it: use exp, max and sum)",
+        "cell #2: runs IPython magics or shell commands"]
+
+
 def test_a_deep_lookup_is_dynamic_access_not_a_crash():
     name = " + ".join(["'a'"] * 500)
     found = notes(f"y = getattr(torch, {name})\n", ATTENTION)
