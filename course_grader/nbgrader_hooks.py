@@ -290,20 +290,34 @@ class _Checker:
     With `confined` it runs in a sandbox of its own (`course_grader.sandbox`: read-only
     files, no network, no privileges, its memory, CPU time and processes limited by
     CHECKER_LIMITS) and reaches the kernel's sockets through a `relay.Relay`; otherwise it
-    runs as the grading user with the same memory and CPU limits."""
+    runs as the grading user with the same memory and CPU limits.
+
+    A checker that stops answers every later request with one verdict, whose kind says whose
+    fault it was. Until a test was sent to it, nothing of the student's had reached it: a
+    checker that never answered `connect`, or died before its first test (an import that
+    fails, a sandbox that does not start, a course folder it cannot read), is the grading
+    machine's fault, kind "machine", and the message quotes the checker's own last words
+    (its stderr, and its sandbox launcher's). Once a test was sent, it may have been killed
+    by its limits judging the student's values: kind "grader", with a message for the
+    student; its last words then go to the grader's log alone."""
 
     def __init__(self, connection_info: dict, *, cwd: str, timeout: float,
                  student_names: list[str], confined: bool) -> None:
         """Start the checker and send it the kernel's address; its answer is read at the
         first `ask`, so that its start (a Python with PyTorch, in a sandbox: about a second)
         overlaps the kernel's running the submission's cells."""
-        self._log = tempfile.TemporaryFile()
+        self._log = tempfile.TemporaryFile()   # its stderr (confined: the launcher's)
         self._folder = tempfile.mkdtemp(prefix="course-checker-")
         self._relay = None
         self.failed: str | None = None
+        self._failed_kind = "grader"
+        self._judging = False   # a test was sent: the student's values may have reached it
+        self._started = time.monotonic()
         env = dict(os.environ, MPLBACKEND="Agg")
         limits = sandbox.Limits(**CHECKER_LIMITS)
-        cmd = [sys.executable, "-m", "course_grader.checker"]
+        # -P: `-m` puts the working folder first on sys.path, and unconfined that folder is
+        # the submission's: its json.py or torch.py would be imported by the judge itself
+        cmd = [sys.executable, "-P", "-m", "course_grader.checker"]
         if confined:
             from course_grader.relay import Relay
 
@@ -330,38 +344,82 @@ class _Checker:
 
     def ask(self, request: dict, wait: float = 300) -> dict:
         if self._connecting:
-            self._connecting = False
             answer = self._exchange(None, wait=wait)
+            self._connecting = False
             if not self.failed and not answer.get("ok"):
-                self.failed = str(answer.get("message", "the checker could not connect"))
+                self._stopped(str(answer.get("message", "it could not connect to the kernel")),
+                              "could not connect to the kernel")
         return self._exchange(request, wait=wait)
 
     def _exchange(self, request: dict | None, *, wait: float = 300,
                   answer: bool = True) -> dict:
         """Send `request` (None: nothing) and, with `answer`, read the checker's next line."""
         if self.failed:
-            return {"ok": False, "passed": False, "kind": "grader", "message": self.failed}
+            return {"ok": False, "passed": False, "kind": self._failed_kind,
+                    "message": self.failed}
         try:
             if request is not None:
+                if self.proc.poll() is not None:
+                    raise RuntimeError("it had exited")
                 self.proc.stdin.write(json.dumps(request) + "\n")
                 self.proc.stdin.flush()
+                self._judging = self._judging or request.get("op") == "test"
             if not answer:
                 return {}
             ready, _, _ = select.select([self.proc.stdout], [], [], wait)
             line = self.proc.stdout.readline() if ready else ""
+            if not line and ready:   # its output closed: it is ending by itself
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=10)
             if not line:
                 raise RuntimeError("no answer" if ready else f"no answer within {wait:.0f} s")
             return json.loads(line)
         except Exception as err:  # noqa: BLE001 - the checker is gone or stuck
-            self.close(remove=False)   # the launcher writes why the sandbox ended, then
-            record = sandbox.exit_record(Path(self._folder) / "runtime")
-            shutil.rmtree(self._folder, ignore_errors=True)
-            why = record["reason"] if record else str(err)
-            self.failed = (f"the grader's checker stopped ({why}); a value your code returned "
-                           f"or a function it called back may have been too large")
-            return {"ok": False, "passed": False, "kind": "grader", "message": self.failed}
+            self._stopped(str(err), "could not start" if self._connecting else
+                          "stopped before it judged anything")
+            return {"ok": False, "passed": False, "kind": self._failed_kind,
+                    "message": self.failed}
 
-    def close(self, remove: bool = True) -> None:
+    def _stopped(self, error: str, stage: str) -> None:
+        """Stop the checker and set `failed` (and its kind) from why it stopped: `error`, or
+        what its sandbox's launcher recorded, and what it wrote last. `stage`: what it
+        failed to do, when no test had been sent to it yet."""
+        exited = self.proc.poll()   # how it ended by itself, if it did
+        self._end_process()
+        # the launcher's record, if any, once the sandbox ended by itself
+        record = sandbox.exit_record(Path(self._folder) / "runtime") if exited is not None \
+            else None
+        why = record["reason"] if record else error if exited is None else _ended(exited)
+        said = self._last_words()
+        self.close()
+        # its wall-time limit counts from the submission's first cell: a notebook of slow
+        # cells can use it up before any test, and that is the submission's doing
+        timed_out = time.monotonic() - self._started >= CHECKER_LIMITS["wall_seconds"]
+        if not self._judging and not timed_out:
+            self._failed_kind = "machine"
+            self.failed = (f"the grading machine failed, not this submission: the grader's "
+                           f"checker {stage} ({why}); it said: {said or '(nothing)'}")
+            return
+        import logging
+
+        logging.getLogger(__name__).warning("the grader's checker stopped (%s); it said: %s",
+                                            why, said or "(nothing)")
+        self.failed = (f"the grader's checker stopped ({why}); a value your code returned "
+                       f"or a function it called back may have been too large")
+
+    def _last_words(self) -> str:
+        """The last CHECKER_LOG_LINES lines the checker wrote to stderr (confined: the
+        sandbox's log of it, then its launcher's own), on one line."""
+        texts = []
+        with contextlib.suppress(OSError):
+            with open(Path(self._folder) / "runtime" / sandbox.KERNEL_LOG, "rb") as log:
+                texts.append(_tail(log.fileno()))
+        texts.append(_tail(self._log.fileno()))   # pread: the checker shares its offset
+        lines = [line.strip() for text in texts for line in text.splitlines()
+                 if line.strip(" ^~")]   # not the marks under a traceback's line
+        return " | ".join(lines[-CHECKER_LOG_LINES:])[-CHECKER_LOG_CHARS:]
+
+    def _end_process(self) -> None:
         if self.proc.poll() is None:
             try:
                 self.proc.stdin.write(json.dumps({"op": "stop"}) + "\n")
@@ -371,12 +429,36 @@ class _Checker:
                 self.proc.kill()
                 with contextlib.suppress(Exception):
                     self.proc.wait(timeout=10)
+
+    def close(self) -> None:
+        self._end_process()
         if self._relay is not None:
             self._relay.close()
             self._relay = None
-        self._log.close()
-        if remove:
-            shutil.rmtree(self._folder, ignore_errors=True)
+        if not self._log.closed:
+            self._log.close()
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+
+# What a stopped checker's message quotes of its log: its last lines, at most this long.
+CHECKER_LOG_LINES = 6
+CHECKER_LOG_CHARS = 1500
+
+
+def _tail(fd: int, size: int = 16384) -> str:
+    """The last `size` bytes of the open file `fd`, read without moving its offset."""
+    end = os.fstat(fd).st_size
+    return os.pread(fd, min(size, end), max(0, end - size)).decode(errors="replace")
+
+
+def _ended(returncode: int) -> str:
+    """How a process that exited with `returncode` (Popen's) ended."""
+    import signal
+
+    if returncode < 0:
+        with contextlib.suppress(ValueError):
+            return f"it was killed by {signal.Signals(-returncode).name}"
+    return f"it exited with status {returncode}"
 
 
 def _limit(limits: sandbox.Limits):
