@@ -9,14 +9,20 @@ from them, runs `nbgrader autograde` there (the kernel in the sandbox, as config
 returns the autograded folder's files (`Graded`). It writes nothing outside its temporary
 folder, so a worker that dies mid-submission leaves nothing behind: the task is simply run
 again elsewhere, and only the coordinator writes the real gradebook.
+
+Before it trusts a worker with a unit, the coordinator has it grade the unit's reference
+solution (`self_check`, remembered per process), and it reads the grading machine's own
+failures in what comes back (`machine_faults`).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import multiprocessing
 import multiprocessing.util
 import os
+import pickle
 import re
 import shutil
 import signal
@@ -30,11 +36,14 @@ import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from course_grader import sandbox
-from course_grader.nbgrader_hooks import PROBED_ENV
+import nbformat
 
-__all__ = ["Graded", "Submission", "grade_submission", "prepare", "read_tree",
-           "remove_orphaned_folders", "run_nbgrader", "write_tree"]
+from course_grader import sandbox
+from course_grader.nbgrader_hooks import MACHINE_FAULT, PROBED_ENV
+
+__all__ = ["SELF_CHECK_STUDENT", "Graded", "Submission", "grade_submission", "machine_faults",
+           "prepare", "read_tree", "remove_orphaned_folders", "run_nbgrader", "self_check",
+           "write_tree"]
 
 UNSAFE_FLAG = "--SafeExecute.sandbox=False"
 # Each submission's nbgrader is a child of a fork server (multiprocessing's "forkserver")
@@ -305,3 +314,91 @@ def grade_submission(task: Submission, gradebook: bytes) -> Graded:
         autograded = read_tree(course / "autograded" / task.student / task.unit)
     return Graded(task.student, autograded, failed, notes,
                   round(time.monotonic() - start, 2), f"{socket.gethostname()}:{os.getpid()}")
+
+
+def machine_faults(autograded: dict[str, bytes]) -> list[str]:
+    """The messages of the MACHINE_FAULT verdicts in autograded notebooks (the files of
+    `Graded.autograded`), each once, in the order found: what the grading machine, not the
+    submission, did wrong. Empty when there is none."""
+    found: list[str] = []
+    for rel, data in sorted(autograded.items()):
+        if not rel.endswith(".ipynb"):
+            continue
+        try:
+            nb = nbformat.reads(data.decode(errors="replace"), as_version=4)
+        except Exception:  # noqa: BLE001 - not a notebook: it holds no verdict
+            continue
+        for cell in nb.cells:
+            for output in cell.get("outputs", []):
+                message = str(output.get("evalue", ""))
+                if output.get("output_type") == "error" and \
+                        output.get("ename") == MACHINE_FAULT and message not in found:
+                    found.append(message)
+    return found
+
+
+# The student id under which a unit's reference solution is graded (`self_check`).
+SELF_CHECK_STUDENT = "reference-solution"
+_SELF_CHECKS_PASSED: set[str] = set()   # `_self_check_key`s of this process's passes
+
+
+def self_check(task: Submission, gradebook: bytes) -> str | None:
+    """Grade `task`, a unit's reference solution, as any submission (`grade_submission`):
+    None if every test gave it full marks, otherwise what went wrong (nbgrader's error, or
+    each failed test's verdict, a MachineFault's included). A pass is remembered in this
+    process for this task and this code of the course, so a worker checks a unit once."""
+    key = _self_check_key(task)
+    if key in _SELF_CHECKS_PASSED:
+        return None
+    graded = grade_submission(task, gradebook)
+    problem = _shortfall(task, graded)
+    if problem is None:
+        _SELF_CHECKS_PASSED.add(key)
+    return problem
+
+
+def _self_check_key(task: Submission) -> str:
+    """What a self-check's result depends on: the task (the reference notebooks, which the
+    unit's gradebook entry is made from, the configuration, the unit's files, the options)
+    and the course's code as this process finds it (path, size and time of change of each
+    module of course_grader and course_utils)."""
+    import course_grader
+    import course_utils
+
+    digest = hashlib.sha256(pickle.dumps(task))
+    for package in (course_grader, course_utils):
+        for path in sorted(Path(package.__file__).resolve().parent.rglob("*.py")):
+            info = path.stat()
+            digest.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def _shortfall(task: Submission, graded: Graded) -> str | None:
+    """None if `graded` gives every test of `task`'s notebooks its full points (nbgrader's
+    own rule, `determine_grade`), otherwise what fell short: nbgrader's error, or each
+    verdict with the tests that got it."""
+    from nbgrader.utils import determine_grade
+
+    if graded.failed:
+        return "; ".join(graded.notes)
+    verdicts: dict[str, list[str]] = {}   # verdict -> the tests that got it
+    for rel in sorted(r for r in task.files if r.endswith(".ipynb")):
+        if rel not in graded.autograded:
+            verdicts[f"{rel} was not autograded"] = []
+            continue
+        nb = nbformat.reads(graded.autograded[rel].decode(errors="replace"), as_version=4)
+        for cell in nb.cells:
+            meta = cell.metadata.get("nbgrader", {})
+            if cell.cell_type != "code" or not meta.get("grade") or meta.get("solution"):
+                continue
+            score, points = determine_grade(cell)
+            if score is not None and score < points:
+                errors = [o for o in cell.outputs if o.get("output_type") == "error"]
+                verdict = (f"{errors[0].get('ename')}: {errors[0].get('evalue', '')}"
+                           if errors else "no error shown")
+                verdicts.setdefault(" ".join(verdict.split())[:1500], []).append(
+                    str(meta.get("grade_id")))
+    if not verdicts:
+        return None
+    return "; ".join(f"{', '.join(tests)}: {verdict}" if tests else verdict
+                     for verdict, tests in verdicts.items())
