@@ -3,7 +3,11 @@
     python -m course_grader.autograde [UNIT ...] [--jobs N] [--scheduler ADDRESS]
                                       [--student ID ...] [--unsafe]
 
-For every submission `submitted/<student>/<unit>/` it
+Before any submission of a unit it grades the unit's reference solution (its source notebooks
+in `solutions/<unit>/`) the same way, here or on every worker of the cluster: unless that gets
+full marks, the grading machine cannot be trusted (a checker that cannot import the course, a
+sandbox that cannot read it...) and the run stops at once with what went wrong, grading
+nobody (`check_reference`). Then, for every submission `submitted/<student>/<unit>/` it
 
 1. stages a clean copy (under `.autograde/`, never touching `submitted/`): a notebook with
    the wrong file name is graded under the right one if it is the only candidate; one that
@@ -19,10 +23,17 @@ For every submission `submitted/<student>/<unit>/` it
    (`course_grader.gradebook.record`); this process is the gradebook's only writer, SQLite
    or PostgreSQL (`CourseDirectory.db_url`);
 4. if grading still failed, sets every item of that submission to 0, so nothing is left
-   ungraded;
+   ungraded; but a failure of the grading machine (a MachineFault verdict in its notebooks,
+   or a worker that raised) is no student's 0: the submission is graded again, and if the
+   machine fails every time it is marked "needs-regrading", and nothing of it is recorded
+   (the gradebook keeps any earlier grade);
 5. records a score and a reason per student in `autograde_status/<unit>.json`, rewritten
    after every submission, so a run that is killed keeps what it finished, and a worker that
    dies mid-submission costs only a second run of that submission.
+
+Exit status: 0 when every submission was graded; 1 when the gradebook fails its integrity
+check; 2 when grading was refused (no sandbox, no cluster, a failed self-check); 3 when
+some submissions need regrading (the summary names how many).
 """
 
 from __future__ import annotations
@@ -36,6 +47,7 @@ import shutil
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -47,19 +59,23 @@ from course_grader import flags, gradebook, sandbox
 from course_grader.gradebook import CourseSettings
 from course_grader.nbgrader_hooks import SafeExecute
 from course_grader.worker import (
+    SELF_CHECK_STUDENT,
     Graded,
     Submission,
     grade_submission,
+    machine_faults,
     prepare,
     read_tree,
+    self_check,
     write_tree,
 )
 
-__all__ = ["Outcome", "UnitJob", "grade_one", "grade_unit", "gradebook_integrity", "main",
-           "stage_submission"]
+__all__ = ["NEEDS_REGRADING", "Outcome", "SelfCheckFailed", "UnitJob", "check_reference",
+           "grade_one", "grade_unit", "gradebook_integrity", "main", "stage_submission"]
 
 STAGING = ".autograde"
 STATUS_DIR = "autograde_status"
+NEEDS_REGRADING = "needs-regrading"   # the status of a submission the machine failed to grade
 
 
 @dataclass
@@ -67,7 +83,7 @@ class Outcome:
     """What happened to one submission."""
 
     student: str
-    status: str = "graded"            # graded | zero | error
+    status: str = "graded"            # graded | zero | error | needs-regrading
     score: float | None = None
     max_score: float | None = None
     seconds: float = 0.0
@@ -336,9 +352,56 @@ class UnitJob:
                    tuple(extra_args or ()), timeout)
 
     def task(self, student: str, folder: Path) -> Submission:
-        return Submission(self.unit, student, read_tree(folder), self.config,
+        return self._submission(student, read_tree(folder))
+
+    def reference(self) -> Submission:
+        """The unit's reference solution as a submission: its source notebooks as they are
+        (the gradebook's source, solutions filled in)."""
+        source = self.course / self.settings.source_directory / self.unit
+        missing = [n for n in self.names if not (source / f"{n}.ipynb").is_file()]
+        if missing:
+            raise SelfCheckFailed(f"the gradebook expects the notebook(s) {', '.join(missing)} "
+                                  f"of {self.unit}, which {source} lacks: run `make release`")
+        return self._submission(SELF_CHECK_STUDENT, {f"{n}.ipynb": (source / f"{n}.ipynb")
+                                                     .read_bytes() for n in self.names})
+
+    def _submission(self, student: str, files: dict[str, bytes]) -> Submission:
+        return Submission(self.unit, student, files, self.config,
                           self.settings.source_directory, self.source_files, self.unsafe,
                           self.extra_args, self.timeout)
+
+
+class SelfCheckFailed(RuntimeError):
+    """A unit's reference solution did not get full marks: its grading cannot be trusted."""
+
+
+def check_reference(job: UnitJob, cluster=None) -> str:
+    """Grade the unit's reference solution (`worker.self_check`) here, or on every worker of
+    `cluster` (another worker runs it for one that is lost meanwhile); raise SelfCheckFailed,
+    saying what went wrong where, unless it gets full marks everywhere. Returns where it ran."""
+    task = job.reference()
+    if cluster is None:
+        where, problems = "here", {"here": self_check(task, job.template)}
+    else:
+        workers = sorted(cluster.client.nthreads())
+        futures = {w: cluster.client.submit(self_check, task, job.template, workers=[w],
+                                            allow_other_workers=True, pure=False,
+                                            key=f"self-check-{job.unit}-{uuid.uuid4().hex}")
+                   for w in workers}
+        where, problems = f"on {len(workers)} worker(s)", {}
+        for worker, future in futures.items():
+            try:
+                problems[worker] = future.result()
+            except Exception as err:  # noqa: BLE001 - the worker's fault: reported below
+                problems[worker] = f"{type(err).__name__}: {str(err)[:500]}"
+    failed = {w: p for w, p in problems.items() if p}
+    if failed:
+        source = job.course / job.settings.source_directory / job.unit
+        raise SelfCheckFailed(
+            f"its reference solution ({source}) did not get full marks when graded {where}, "
+            f"so its grading cannot be trusted; nobody of {job.unit} was graded. What went "
+            f"wrong:\n" + "\n".join(f"  {w}: {p}" for w, p in failed.items()))
+    return where
 
 
 # Run a task where it is graded: here (`grade_submission` itself) or on a cluster.
@@ -348,21 +411,30 @@ _RECORDING = threading.Lock()   # one submission written into the gradebook at a
 
 # `grade_submission` never raises for a bad submission: what it raises is a fault of the
 # grading machine (a worker that died too often, a CPython 3.11 race between threads that
-# build ASTs, seen once in 2,100 tests), and the submission is graded again, not scored 0.
+# build ASTs, seen once in 2,100 tests), and so is a MachineFault verdict in what it returns
+# (a checker that could not start): the submission is graded again, never scored 0.
 ATTEMPTS = 3
 
 
 def run_with_retries(run: Runner, task: Submission, notes: list[str]) -> Graded | None:
-    """`run(task)`, tried up to ATTEMPTS times while it raises; None (and a note naming the
-    last error) if every attempt did."""
+    """`run(task)`, tried up to ATTEMPTS times while it raises or what it returns holds a
+    MachineFault verdict (`worker.machine_faults`). The first result without one; else the
+    last result (holding one); else None, and a note naming the last error, if every
+    attempt raised."""
+    faulty = None
     for _ in range(ATTEMPTS):
         try:
-            return run(task)
+            graded = run(task)
         except Exception as err:  # noqa: BLE001 - see ATTEMPTS
             error = f"{type(err).__name__}: {str(err)[:200]}"
-    notes.append(f"autograding failed (the worker could not finish in {ATTEMPTS} attempts: "
-                 f"{error})")
-    return None
+            continue
+        if not machine_faults(graded.autograded):
+            return graded
+        faulty = graded
+    if faulty is None:
+        notes.append(f"autograding failed (the worker could not finish in {ATTEMPTS} "
+                     f"attempts: {error})")
+    return faulty
 
 
 def grade_one(job: UnitJob, student: str, run: Runner) -> Outcome:
@@ -384,6 +456,9 @@ def grade_one(job: UnitJob, student: str, run: Runner) -> Outcome:
             outcome.notes += graded.notes
             outcome.worker = graded.worker
         outcome.flags = _flags(course, unit, folder)
+        if gradable and (graded is None or machine_faults(graded.autograded)):
+            _needs_regrading(outcome, graded)
+            return outcome
         with _RECORDING:
             target = course / "autograded" / student / unit
             shutil.rmtree(target, ignore_errors=True)
@@ -403,8 +478,19 @@ def grade_one(job: UnitJob, student: str, run: Runner) -> Outcome:
         outcome.notes.append(f"grading could not finish: {type(err).__name__}: {err}")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    outcome.seconds = round(time.monotonic() - start, 2)
+        outcome.seconds = round(time.monotonic() - start, 2)
     return outcome
+
+
+def _needs_regrading(outcome: Outcome, graded: Graded | None) -> None:
+    """Mark `outcome` as the grading machine's failure: nothing recorded, no score."""
+    outcome.status = NEEDS_REGRADING
+    if graded is None:   # every attempt raised: run_with_retries' note says why
+        why = outcome.notes[-1]
+    else:
+        why = f"{machine_faults(graded.autograded)[0]} (in each of {ATTEMPTS} attempts)"
+    outcome.notes = [f"needs regrading: {why}; nothing was recorded, the gradebook keeps "
+                     f"any earlier grade"]
 
 
 def gradebook_integrity(course: Path) -> str:
@@ -425,20 +511,26 @@ def grade_unit(course: Path, unit: str, *, students: list[str] | None = None, jo
                unsafe: bool = False, extra_args: list[str] | None = None,
                timeout: float = 3600, progress=print, cluster=None) -> dict[str, Outcome]:
     """Autograde every submission of `unit` (or those of `students`), `jobs` at a time: here,
-    or on the workers of `cluster` (a `course_grader.cluster.Cluster`)."""
+    or on the workers of `cluster` (a `course_grader.cluster.Cluster`). First
+    `check_reference`, which raises SelfCheckFailed, grading nobody, if the unit's reference
+    solution does not get full marks."""
     job = UnitJob.build(course, unit, unsafe=unsafe, extra_args=extra_args, timeout=timeout)
     found = sorted(p.parent.name for p in (course / "submitted").glob(f"*/{unit}") if p.is_dir())
     todo = [s for s in found if students is None or s in students]
     status_file = course / STATUS_DIR / f"{unit}.json"
     done: dict[str, Outcome] = {}
     lock = threading.Lock()
+    if cluster is None and not unsafe:
+        prepare()   # before the threads: it parses with `ast`, as `_flags` does in them
+    if todo:
+        start = time.monotonic()
+        where = check_reference(job, cluster)
+        progress(f"  {unit} self-check: the reference solution got full marks {where} "
+                 f"({time.monotonic() - start:.1f} s)")
     if cluster is None:
-        if not unsafe:
-            prepare()   # before the threads: it parses with `ast`, as `_flags` does in them
-
         def run(task: Submission) -> Graded:
             return grade_submission(task, job.template)
-    else:
+    else:   # after the self-check: Dask's memory manager drops replicas no task waits for
         run = cluster.runner(job.template)
 
     def work(student: str) -> Outcome:
@@ -514,22 +606,39 @@ def main(argv: list[str] | None = None) -> int:
     units = opts.units or sorted({p.name for p in (course / "submitted").glob("*/*")
                                   if p.is_dir()})
     extra = [f"--Execute.timeout={opts.cell_timeout}"] if opts.cell_timeout else []
-    worst = 0
     try:
-        for unit in units:
-            print(f"autograding {unit} ({jobs} at a time {where}"
-                  f"{', UNSAFE: no sandbox' if opts.unsafe else ', sandboxed'})")
-            start = time.monotonic()
-            outcomes = grade_unit(course, unit, students=opts.student, jobs=jobs,
-                                  unsafe=opts.unsafe, extra_args=extra, cluster=cluster)
-            check = gradebook_integrity(course)
-            print(f"  {len(outcomes)} submissions in {time.monotonic() - start:.1f} s; "
-                  f"gradebook integrity: {check}")
-            if check != "ok":
-                worst = 1
+        return _grade_units(course, units, opts, jobs=jobs, where=where, extra=extra,
+                            cluster=cluster)
     finally:
         if cluster:
             cluster.close()
+
+
+def _grade_units(course: Path, units: list[str], opts, *, jobs: int, where: str,
+                 extra: list[str], cluster) -> int:
+    """Grade `units` one after the other, each with its summary line; the exit status."""
+    worst = 0
+    for unit in units:
+        print(f"autograding {unit} ({jobs} at a time {where}"
+              f"{', UNSAFE: no sandbox' if opts.unsafe else ', sandboxed'})", flush=True)
+        start = time.monotonic()
+        try:
+            outcomes = grade_unit(course, unit, students=opts.student, jobs=jobs,
+                                  unsafe=opts.unsafe, extra_args=extra, cluster=cluster)
+        except SelfCheckFailed as err:
+            print(f"Refusing to autograde {unit}: {err}", file=sys.stderr)
+            return 2
+        check = gradebook_integrity(course)
+        regrade = sorted(s for s, o in outcomes.items() if o.status == NEEDS_REGRADING)
+        print(f"  {len(outcomes)} submissions in {time.monotonic() - start:.1f} s; "
+              f"gradebook integrity: {check}" + (
+                  f"; {len(regrade)} need(s) regrading, the grading machine failed (see "
+                  f"{STATUS_DIR}/{unit}.json): {', '.join(regrade[:10])}"
+                  f"{', ...' if len(regrade) > 10 else ''}" if regrade else ""))
+        if check != "ok":
+            worst = 1
+        elif regrade and not worst:
+            worst = 3
     return worst
 
 

@@ -11,7 +11,9 @@ driver left one, `<course>/autograde_status/<unit>.json`; writes per unit, into 
 and prints a short summary. An item is a grade cell (or task cell) of the unit; a student
 fails it when its score is below its maximum. A grade with neither an automatic nor a manual
 score is *ungraded*: it shows as `ungraded` and is left out of the item statistics (nbgrader's
-own total counts it as 0).
+own total counts it as 0). A submission whose status is `needs-regrading` (the grading machine
+failed on it, so nothing of it was recorded) is named in the summary: its scores, if any, are
+an earlier run's.
 
     python -m course_grader.report [UNIT ...] [--course DIR] [--out DIR]
 
@@ -56,6 +58,9 @@ __all__ = [
 GRADEBOOK = "gradebook.db"
 STATUS_DIR = "autograde_status"
 UNGRADED = "ungraded"
+# course_grader.autograde's status of a submission the grading machine failed to grade: it
+# was not recorded, so the gradebook holds its earlier grade or none
+NEEDS_REGRADING = "needs-regrading"
 
 
 class ReportError(Exception):
@@ -353,6 +358,11 @@ def summary(report: UnitReport) -> str:
     if ungraded:
         lines.append(f"  {ungraded} grade{'s' * (ungraded != 1)} not scored yet "
                      f"(shown as '{UNGRADED}')")
+    regrade = [s.student for s in report.students if s.status == NEEDS_REGRADING]
+    if regrade:
+        lines.append(f"  {len(regrade)} need{'s' * (len(regrade) == 1)} regrading (the grading "
+                     "machine failed; their scores, if any, are from an earlier run): "
+                     + ", ".join(regrade[:10]) + (", ..." if len(regrade) > 10 else ""))
     flagged = [s.student for s in report.students if s.flags]
     if flagged:
         lines.append(f"  {len(flagged)} flagged for a look at their code (column `flags`): "

@@ -183,17 +183,19 @@ def test_a_fault_of_the_grading_machine_is_retried_not_scored_zero():
     submission): the submission is graded again, up to ATTEMPTS times, before it gets a
     note and no result."""
     from course_grader import autograde
+    from course_grader.worker import Graded
 
     calls = []
+    graded = Graded("s", {}, failed=False, notes=[], seconds=1.0, worker="here")
 
     def flaky(task):
         calls.append(task)
         if len(calls) < autograde.ATTEMPTS:
             raise SystemError("AST constructor recursion depth mismatch")
-        return "graded"
+        return graded
 
     notes: list[str] = []
-    assert autograde.run_with_retries(flaky, "task", notes) == "graded"
+    assert autograde.run_with_retries(flaky, "task", notes) is graded
     assert calls == ["task"] * autograde.ATTEMPTS and notes == []
 
     def broken(task):
