@@ -103,7 +103,10 @@ def test_a_worker_killed_mid_submission_loses_nothing(course):
 def grading_nbgrader(worker: int) -> tuple[int, str] | None:
     """(pid, student) of the nbgrader that `worker` runs, once it has started a kernel's
     sandbox launcher: nbgrader is the launcher's parent, and its working folder is the
-    submission's private course, which holds that one student's submission."""
+    submission's private course, which holds that one student's submission (not the unit's
+    reference solution, which every worker grades first: autograde.check_reference)."""
+    from course_grader.worker import SELF_CHECK_STUDENT
+
     for process in psutil.Process(worker).children(recursive=True):
         if "course_grader.sandbox" not in command(process):
             continue
@@ -112,7 +115,7 @@ def grading_nbgrader(worker: int) -> tuple[int, str] | None:
             students = os.listdir(Path(nbgrader.cwd()) / "submitted")
         except (psutil.Error, OSError):
             continue
-        if len(students) == 1:
+        if len(students) == 1 and students[0] != SELF_CHECK_STUDENT:
             return nbgrader.pid, students[0]
     return None
 
