@@ -1,12 +1,15 @@
 """Exercise 09's tests against correct solutions and realistic mistakes, graded in-process.
 
 Each case is a submission: the solution notebook's solution cells, some of them replaced. Its
-code runs in a plain local kernel; the notebook's set-up and test cells (hidden tests
-included) run here through the checker (`course_grader.checker.CellRunner`), as when graded,
-without nbgrader or the sandbox (those are `test_autograde.py`'s). Every correct solution,
+code runs in a plain local kernel, with the sandbox's memory limit (RLIMIT_AS,
+`sandbox.Limits.memory_bytes`); the notebook's set-up and test cells (hidden tests included)
+run here through the checker (`course_grader.checker.CellRunner`), as when graded, without
+nbgrader or the sandbox itself (those are `test_autograde.py`'s). Every correct solution,
 however it is computed (two passes, blocks of queries in float64, a running log-sum-exp),
 gets full marks; every mistake loses exactly the test cells named, and is caught by their
-visible part or only by the hidden one, as stated. About 15 s.
+visible part or only by the hidden one, as stated; attention that holds the whole matrix of
+scores is one of them. About 150 s on 2 busy cores: each case whose tiled_attention is right
+runs it on 20,000 positions.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from jupyter_client.manager import start_new_kernel
 
 from course_grader.checker import CellRunner, KernelLink
 from course_grader.nbgrader_hooks import hidden_line_numbers, student_names
+from course_grader.sandbox import Limits
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # the set-up sets one thread; restored
 
@@ -419,6 +423,16 @@ def tiled_attention(q, k, v, block_size, causal=False):
 def tiled_attention(q, k, v, block_size, causal=False):
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 """}, {"tiled_test", "tiled_causal_test"}, "hidden"),
+    # right values, but the whole (T_q, T_k) matrix at once and block_size ignored: the
+    # hidden test on 20,000 positions needs 3.2 GB for it, more than a graded kernel has
+    "tiled_attention: the whole matrix of scores at once": ({"tiled_solution": """\
+def tiled_attention(q, k, v, block_size, causal=False):
+    e = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if causal:
+        e = e.masked_fill(torch.ones(e.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+    w = torch.exp(e - e.amax(dim=-1, keepdim=True))
+    return (w / w.sum(dim=-1, keepdim=True)) @ v
+"""}, {"tiled_test"}, "hidden"),
     "gqa_step calls torch.softmax": (gqa(softmax="torch.softmax(scores, dim=-1)"),
                                      {"gqa_step_test"}, "hidden"),
 }
@@ -439,11 +453,17 @@ RELEASED = [re.sub(r"### BEGIN SOLUTION.*?### END SOLUTION", "raise NotImplement
 
 @pytest.fixture(scope="module")
 def kernel():
-    """One plain kernel for every case (its namespace is reset between them); the set-up's
-    seeding of this process is undone afterwards."""
+    """One plain kernel for every case (its namespace is reset between them), limited to the
+    address space a graded kernel has; the set-up's seeding of this process is undone
+    afterwards."""
     states = random.getstate(), np.random.get_state(), torch.get_rng_state()
     km, kc = start_new_kernel(kernel_name="python3")
     try:
+        limit = Limits().memory_bytes
+        reply = kc.execute_interactive(
+            f"import resource\nresource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))\n"
+            f"del resource", timeout=60)
+        assert reply["content"]["status"] == "ok", reply["content"]
         yield km, kc
     finally:
         kc.stop_channels()
