@@ -376,19 +376,23 @@ class SelfCheckFailed(RuntimeError):
 
 
 def check_reference(job: UnitJob, cluster=None) -> str:
-    """Grade the unit's reference solution (`worker.self_check`) here, or on every worker of
-    `cluster` (another worker runs it for one that is lost meanwhile); raise SelfCheckFailed,
-    saying what went wrong where, unless it gets full marks everywhere. Returns where it ran."""
+    """Grade the unit's reference solution (`worker.self_check`) here, or on a worker of each
+    machine of `cluster` (another worker runs it for one that is lost meanwhile); raise
+    SelfCheckFailed, saying what went wrong where, unless it gets full marks everywhere.
+    Returns where it ran."""
     task = job.reference()
     if cluster is None:
         where, problems = "here", {"here": self_check(task, job.template)}
     else:
-        workers = sorted(cluster.client.nthreads())
+        from distributed.comm import get_address_host
+
+        one_per_host = {get_address_host(w): w for w in sorted(cluster.client.nthreads(),
+                                                               reverse=True)}
         futures = {w: cluster.client.submit(self_check, task, job.template, workers=[w],
                                             allow_other_workers=True, pure=False,
                                             key=f"self-check-{job.unit}-{uuid.uuid4().hex}")
-                   for w in workers}
-        where, problems = f"on {len(workers)} worker(s)", {}
+                   for w in sorted(one_per_host.values())}
+        where, problems = f"on {len(futures)} machine(s) of the cluster", {}
         for worker, future in futures.items():
             try:
                 problems[worker] = future.result()
