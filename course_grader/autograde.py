@@ -4,7 +4,7 @@
                                       [--student ID ...] [--unsafe]
 
 Before any submission of a unit it grades the unit's reference solution (its source notebooks
-in `solutions/<unit>/`) the same way, here or on every worker of the cluster: unless that gets
+in `solutions/<unit>/`) the same way, here or on each machine of the cluster: unless that gets
 full marks, the grading machine cannot be trusted (a checker that cannot import the course, a
 sandbox that cannot read it...) and the run stops at once with what went wrong, grading
 nobody (`check_reference`). Then, for every submission `submitted/<student>/<unit>/` it

@@ -104,7 +104,7 @@ def grading_nbgrader(worker: int) -> tuple[int, str] | None:
     """(pid, student) of the nbgrader that `worker` runs, once it has started a kernel's
     sandbox launcher: nbgrader is the launcher's parent, and its working folder is the
     submission's private course, which holds that one student's submission (not the unit's
-    reference solution, which every worker grades first: autograde.check_reference)."""
+    reference solution, which the cluster grades first: autograde.check_reference)."""
     from course_grader.worker import SELF_CHECK_STUDENT
 
     for process in psutil.Process(worker).children(recursive=True):
