@@ -38,9 +38,11 @@ help:
 	@echo "make student-edition  build what students receive: dist/student/ and its zip"
 	@echo "make site       the course as an offline HTML book in site/: open site/index.html"
 	@echo "make autograde  grade every submission in submitted/<student>/<unit>/ in the sandbox"
-	@echo "                (JOBS=N in parallel; SCHEDULER=tcp://HOST:8786 on a Dask cluster;"
+	@echo "                (JOBS=N in parallel; SCHEDULER=tls://HOST:8786 on a Dask cluster;"
 	@echo "                UNSAFE=1 without the sandbox; COURSE_DB_URL=... a PostgreSQL gradebook)"
-	@echo "make grading-scheduler / grading-worker SCHEDULER=...  a Dask cluster to grade on"
+	@echo "make grading-certs  the grading cluster's TLS certificates and key (.grading-certs/)"
+	@echo "make grading-scheduler [HOST=IP] / grading-worker SCHEDULER=tls://IP:8786  a Dask"
+	@echo "                cluster to grade on (mutual TLS with those certificates)"
 	@echo "make report     class report: totals, most-failed tests, histogram, CSV (reports/)"
 	@echo "make collect-zip ZIP=file.zip UNIT=<unit>  a Canvas submissions zip into submitted/"
 	@echo "make export-grades  grades for the LMS: reports/grades.csv (nbgrader export)"
@@ -178,7 +180,7 @@ site: $(STAMP)
 # The gradebook must know each assignment's source cells before it can grade, so grading
 # starts with a release (which is deterministic: exercises/ does not change).
 # Student code runs in a bubblewrap sandbox; JOBS=N grades N submissions at a time;
-# SCHEDULER=tcp://HOST:8786 grades on the workers of a Dask cluster instead (make
+# SCHEDULER=tls://HOST:8786 grades on the workers of a Dask cluster instead (make
 # grading-scheduler on one machine, make grading-worker SCHEDULER=... on each grading machine);
 # UNSAFE=1 grades without the sandbox (only where bubblewrap cannot run, e.g. macOS).
 # COURSE_DB_URL=postgresql+psycopg://user@host/db keeps the gradebook on a PostgreSQL server.
@@ -187,17 +189,36 @@ SCHEDULER ?=
 UNSAFE ?=
 autograde: release
 	$(BIN)/python -m course_grader.autograde $(if $(JOBS),--jobs $(JOBS)) \
-		$(if $(SCHEDULER),--scheduler $(SCHEDULER)) $(if $(UNSAFE),--unsafe)
+		$(if $(SCHEDULER),--scheduler $(SCHEDULER) --certs $(CERTS)) $(if $(UNSAFE),--unsafe)
 
-# A Dask scheduler for grading on several machines (port 8786; it grades nothing itself).
-.PHONY: grading-scheduler grading-worker
+# The grading cluster (course_grader/cluster.py) speaks mutual TLS only: grading-certs makes
+# the course's certificate authority and the key every member presents, in CERTS (mode 0700,
+# the key 0600; FORCE=1 replaces them, shutting out the old key). Copy that folder to the
+# scheduler, every worker and the coordinator: whoever holds the key can run code on the
+# workers. The scheduler (port 8786; it grades nothing itself) listens on HOST, 127.0.0.1
+# unless told (HOST=0.0.0.0, or this machine's address, for workers on other machines); its
+# dashboard, which has no authentication, on DASHBOARD (127.0.0.1:8787).
+.PHONY: grading-certs grading-scheduler grading-worker
+CERTS ?= .grading-certs
+# these three from the command line only (:=, not ?=), never from the environment: some
+# shells export HOST (the machine's name), and neither should widen a listener or replace keys
+HOST := 127.0.0.1
+DASHBOARD := 127.0.0.1:8787
+FORCE :=
+grading-certs: $(STAMP)
+	$(BIN)/python -m course_grader.cluster certs --out $(CERTS) $(if $(FORCE),--force)
+
 grading-scheduler: $(STAMP)
-	$(BIN)/dask scheduler --port 8786 --dashboard-address :8787
+	$(BIN)/python -m course_grader.cluster scheduler --certs $(CERTS) --host $(HOST) \
+		--dashboard $(DASHBOARD)
 
-# A grading machine: the course set up (make setup) and bubblewrap; one task per core.
+# A grading machine: the course set up (make setup), bubblewrap and CERTS; one task per core.
+# Run it as an unprivileged user. Each worker is named after its host and process id, so
+# several can run on one machine.
 grading-worker: $(STAMP) sandbox
-	@test -n "$(SCHEDULER)" || { echo "usage: make grading-worker SCHEDULER=tcp://HOST:8786"; exit 2; }
-	$(BIN)/dask worker $(SCHEDULER) --nworkers 1 --nthreads $$(nproc) --name $$(hostname)
+	@test -n "$(SCHEDULER)" || { echo "usage: make grading-worker SCHEDULER=tls://HOST:8786"; exit 2; }
+	$(BIN)/python -m course_grader.cluster worker $(SCHEDULER) --certs $(CERTS) \
+		--nthreads $$(nproc)
 
 # Per-student totals, per-item failure rates, a histogram and CSV files in reports/.
 report: $(STAMP)

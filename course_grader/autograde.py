@@ -554,12 +554,17 @@ def grade_unit(course: Path, unit: str, *, students: list[str] | None = None, jo
     return done
 
 
-def _connect(address: str, *, unsafe: bool):
-    """(the cluster at `address`, None), or (None, why it cannot grade)."""
+def _connect(address: str, *, unsafe: bool, certs: Path | None, course: Path):
+    """(the cluster at the tls:// `address`, None), or (None, why it cannot grade). `certs`:
+    the folder of the cluster's certificates (default: the course's, `make grading-certs`)."""
+    from course_grader import cluster_certs
     from course_grader.cluster import Cluster
 
     try:
-        cluster = Cluster(address, timeout=10)
+        cluster = Cluster(address, certs=certs or course / cluster_certs.DEFAULT_FOLDER,
+                          timeout=10)
+    except cluster_certs.CertificateError as err:   # not tls://, or no usable certificates
+        return None, str(err)
     except OSError as err:
         return None, f"cannot reach the Dask scheduler at {address}: {err}"
     problems = cluster.problems(unsafe=unsafe)
@@ -577,7 +582,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, help="submissions graded at once (default: 1, or "
                         "with --scheduler the workers' threads)")
     parser.add_argument("--scheduler", metavar="ADDRESS",
-                        help="grade on the workers of this Dask scheduler (tcp://host:8786)")
+                        help="grade on the workers of this Dask scheduler (tls://host:8786)")
+    parser.add_argument("--certs", type=Path, metavar="FOLDER", help="the cluster's "
+                        "certificates (default: COURSE/.grading-certs, make grading-certs)")
     parser.add_argument("--student", action="append", help="grade only this student (repeatable)")
     parser.add_argument("--unsafe", action="store_true",
                         help="grade without the sandbox: student code runs as you")
@@ -601,7 +608,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     cluster = None
     if opts.scheduler:
-        cluster, problem = _connect(opts.scheduler, unsafe=opts.unsafe)
+        cluster, problem = _connect(opts.scheduler, unsafe=opts.unsafe, certs=opts.certs,
+                                    course=course)
         if problem:
             print(problem, file=sys.stderr)
             return 2

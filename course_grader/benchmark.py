@@ -104,23 +104,27 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def dask_cluster(workers: int = 2, threads: int = 1):
-    """`dask scheduler` and `workers` `dask worker` processes on this machine, as an
-    instructor starts them (make grading-scheduler / grading-worker); yields the address."""
-    address = f"tcp://127.0.0.1:{_free_port()}"
+def dask_cluster(certs: Path, workers: int = 2, threads: int = 1):
+    """A scheduler and `workers` worker processes on this machine, started as an instructor
+    starts them (make grading-certs, grading-scheduler, grading-worker: mutual TLS, with new
+    certificates in `certs`); yields the scheduler's address."""
+    from course_grader import cluster_certs
+    from course_grader.cluster import Cluster
+
+    cluster_certs.make_certificates(certs)
+    address = f"tls://127.0.0.1:{_free_port()}"
+    tool = [sys.executable, "-m", "course_grader.cluster"]
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env(),
              "start_new_session": True}
-    procs = [subprocess.Popen([str(BIN / "dask"), "scheduler", "--host", "127.0.0.1",
-                               "--port", address.rsplit(":", 1)[1], "--dashboard-address",
-                               ":0"], **quiet)]
+    procs = [subprocess.Popen([*tool, "scheduler", "--certs", str(certs), "--port",
+                               address.rsplit(":", 1)[1], "--dashboard", "127.0.0.1:0"],
+                              **quiet)]
     try:
-        procs.append(subprocess.Popen([str(BIN / "dask"), "worker", address, "--nworkers",
-                                       str(workers), "--nthreads", str(threads),
-                                       "--dashboard-address", ":0"], **quiet))
-        from distributed import Client
-
-        with Client(address, timeout=60) as client:
-            client.wait_for_workers(workers, timeout=120)
+        procs += [subprocess.Popen([*tool, "worker", address, "--certs", str(certs),
+                                    "--nthreads", str(threads)], **quiet)
+                  for _ in range(workers)]
+        with Cluster(address, certs=certs, timeout=60) as cluster:
+            cluster.client.wait_for_workers(workers, timeout=120)
         yield address
     finally:
         for proc in reversed(procs):
@@ -179,7 +183,8 @@ def main() -> None:
             if key in opts.modes:
                 measure(course, unit, n, label, [*args, *timeout], seconds, verdicts)
         if "cluster" in opts.modes:
-            with dask_cluster(workers=2, threads=2 if opts.corpus else 1) as address:
+            with dask_cluster(course / ".grading-certs", workers=2,
+                              threads=2 if opts.corpus else 1) as address:
                 label = f"Dask cluster, 2 workers x {2 if opts.corpus else 1} thread(s)"
                 measure(course, unit, n, label, ["--scheduler", address, *timeout], seconds,
                         verdicts)

@@ -89,14 +89,20 @@ def jupyter(app: str, root: Path, token: str, runtime_dir: Path):
 
 
 @contextlib.contextmanager
-def local_dask_cluster(n_workers: int = 2, threads_per_worker: int = 1):
+def local_dask_cluster(n_workers: int = 2, threads_per_worker: int = 1, *, certs: Path):
     """A real Dask scheduler (in this process) and `n_workers` worker processes, each under a
-    nanny that restarts it if it dies; yields the scheduler's address."""
+    nanny that restarts it if it dies, speaking mutual TLS with new course certificates made
+    in the folder `certs` (which the coordinator then needs); yields the scheduler's tls://
+    address."""
     from distributed import LocalCluster
 
+    from course_grader import cluster_certs
+
+    cluster_certs.make_certificates(certs)
     env = {"PATH": tool_env()["PATH"], "MPLBACKEND": "Agg"}
     with LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
                       processes=True, dashboard_address=None, host="127.0.0.1",
+                      protocol="tls://", security=cluster_certs.security(certs),
                       env=env) as cluster:
         yield cluster.scheduler_address
 

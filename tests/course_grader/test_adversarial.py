@@ -72,7 +72,8 @@ def graded(fresh_course, tmp_path_factory):
     # graded; grading here with --jobs gives the same scores (below). Four at a
     # time: the cases that hang wait out their timeouts side by side (with 20 s per cell, 129 s
     # for the corpus alone on 2 cores, against 170 s two at a time; the same CPU time).
-    with local_dask_cluster(n_workers=2, threads_per_worker=2) as address:
+    with local_dask_cluster(n_workers=2, threads_per_worker=2,
+                            certs=course / ".grading-certs") as address:
         proc = autograde(course, "--scheduler", address, "--cell-timeout", str(CELL_TIMEOUT))
     elapsed = time.monotonic() - start
     assert proc.returncode == 0, proc.stdout + proc.stderr
