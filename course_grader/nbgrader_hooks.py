@@ -30,9 +30,10 @@ from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode
 from nbformat import v4 as nbformat_v4
 from nbgrader.preprocessors import Execute, OverwriteCells
-from traitlets import Bool, Dict, Enum, Integer, List, Unicode
+from traitlets import Bool, Dict, Enum, Float, Integer, List, Unicode
 
 from course_grader import sandbox
+from course_grader.cpu_watch import CpuWatch
 
 __all__ = [
     "MACHINE_FAULT",
@@ -536,6 +537,10 @@ class SafeExecute(Execute):
     # hooks are the student's): it is stopped at once, a quarter of a second per submission.
     shutdown_kernel = Enum(["graceful", "immediate"], default_value="immediate",
                            help="how the kernel is stopped after the last cell").tag(config=True)
+    # `timeout` is each cell's limit in CPU seconds of the kernel (course_grader.cpu_watch);
+    # wall time only backstops it, this many times longer
+    backstop_factor = Float(3.0, help="a cell's wall-clock backstop, in multiples of its "
+                                      "CPU-time limit (timeout)").tag(config=True)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -562,6 +567,8 @@ class SafeExecute(Execute):
         self._student_names = sorted(student_names(
             [s["source"] for s in self._sources.values() if s["solution"] and s["code"]]))
         self._checker: _Checker | None = None
+        self._watch = CpuWatch(None, None)   # the current cell's (`_cpu_watch`)
+        self._stopped_ename = "KernelStopped"
         self._setup_problem = ""
         self._ran: list[int] = []   # cells that ran in the kernel to the end, for a replay
         self._setups: list[str] = []   # set-up sources run in the checker, in order
@@ -592,14 +599,54 @@ class SafeExecute(Execute):
             return cell, resources
         self._checker_for()   # started now, it gets ready while the kernel works
         self._output_used[index] = 0
+        self._watch = self._cpu_watch()
         try:
-            cell, resources = super().preprocess_cell(cell, resources, index)
+            with self._watch.running():
+                cell, resources = super().preprocess_cell(cell, resources, index)
         except (CellTimeoutError, DeadKernelError) as err:
             self._stop(self._why(err))
-            cell.outputs.append(_error("KernelStopped", self._stopped_verdict))
+            cell.outputs.append(_error(self._stopped_ename, self._stopped_verdict))
             return cell, resources
-        self._ran.append(index)
+        if self._stop_if_links_refused():
+            cell.outputs.append(_error("KernelStopped", self._stopped_verdict))
+        elif self._watch.fired:   # interrupted in time: the kernel goes on without this cell
+            cell.outputs.append(_error("KernelStopped", f"This cell {self._watch.fired}."))
+        elif any(o.get("ename") == "CellTimeoutError" for o in cell.outputs) \
+                and self._watch.busy_machine():   # the backstop, reached under the CPU limit
+            cell.outputs.append(_error(MACHINE_FAULT, self._busy_machine("this cell")))
+        else:
+            self._ran.append(index)
         return cell, resources
+
+    def _stop_if_links_refused(self) -> bool:
+        """Stop the kernel for good (no replay) if it put links in place of its sockets."""
+        refused = self.km.refused_links() if isinstance(self.km, SandboxedKernelManager) else []
+        if not refused or self._stopped:
+            return False
+        self._replays = self.max_replays
+        self._stop(f"your code put something else in place of the kernel's sockets, which the "
+                   f"grader refused to follow ({'; '.join(refused)})")
+        return True
+
+    def _cpu_watch(self) -> CpuWatch:
+        """A watch over the current kernel's processes, for one cell (`cpu_watch`)."""
+        provisioner = getattr(self.km, "provisioner", None)
+        return CpuWatch(getattr(provisioner, "pid", None), self.timeout,
+                        backstop_factor=self.backstop_factor)
+
+    def _get_timeout(self, cell):
+        """nbclient's wall-clock timeout is the backstop; the limit is in CPU time."""
+        timeout = super()._get_timeout(cell)
+        return None if timeout is None else int(timeout * self.backstop_factor)
+
+    def _backstop(self) -> float:
+        return (self.timeout or 120) * self.backstop_factor
+
+    def _busy_machine(self, what: str) -> str:
+        wall, cpu, wait = self._watch.used()
+        return (f"the grading machine was too busy: {what} reached the wall-clock backstop of "
+                f"{self._backstop():g} s having used {cpu:.0f} s of CPU time (the limit is "
+                f"{self.timeout} s) and waited {wait:.0f} s for a CPU; it is graded again")
 
     # -- test cells, in the checker
     def _grade_in_source_order(self) -> None:
@@ -651,8 +698,10 @@ class SafeExecute(Execute):
         stopped, self._stopped = self._stopped, None
         for index in self._ran:
             original = self.nb.cells[index]
+            self._watch = self._cpu_watch()
             try:
-                super().preprocess_cell(copy.deepcopy(original), self.resources, index)
+                with self._watch.running():
+                    super().preprocess_cell(copy.deepcopy(original), self.resources, index)
             except (CellTimeoutError, DeadKernelError) as err:
                 self._stop(f"{stopped}; run again to grade what came before, it stopped again "
                            f"({self._why(err)})")
@@ -682,10 +731,16 @@ class SafeExecute(Execute):
 
     def _run_test(self, grade_id: str, source: str) -> list:
         """The outputs of one test cell: what the student's code printed and the verdict."""
+        if self._stop_if_links_refused():
+            return [_error("KernelStopped", f"Not run: {self._stopped}.")]
         hidden = sorted(hidden_line_numbers(source, "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"))
-        verdict = self._checker_for().ask(
-            {"op": "test", "source": source, "hidden_lines": hidden,
-             "timeout": self.timeout or 120}, wait=(self.timeout or 120) + 60)
+        checker = self._checker_for()
+        self._watch = self._cpu_watch()
+        backstop = self._backstop()
+        with self._watch.running():
+            verdict = checker.ask({"op": "test", "source": source, "hidden_lines": hidden,
+                                   "timeout": backstop}, wait=backstop + 60)
+        verdict = self._judge_time(verdict)
         outputs = []
         printed = _clean(str(verdict.get("stdout", "")))
         if printed:
@@ -699,13 +754,33 @@ class SafeExecute(Execute):
                 note = f" (the grader's set-up failed too: {self._setup_problem})"
                 message, shown = message + note, shown + note
             ename = {"timeout": "KernelStopped", "kernel": "KernelStopped",
-                     "grader": "GraderError"}.get(kind, "GradingFailure")
+                     "stopped": "KernelStopped", "grader": "GraderError",
+                     "machine": MACHINE_FAULT}.get(kind, "GradingFailure")
             outputs.append(_error(ename, message, shown))
         if kind == "timeout":
             self._recover_after_timeout()
         elif kind == "kernel":
             self._recover_after_loss()
         return outputs
+
+    def _judge_time(self, verdict: dict) -> dict:
+        """A test's verdict, corrected for what the CPU watch saw and what the kernel did to
+        its sockets: over the CPU limit is the student's; the wall-clock backstop reached
+        under it on a busy machine is the machine's; a kernel that put links in place of its
+        sockets (which the grader refused) is the student's, whatever the checker says."""
+        if verdict.get("passed"):
+            return verdict
+        if self._stop_if_links_refused():
+            return {**verdict, "kind": "stopped", "shown": None, "message": self._stopped}
+        if self._watch.fired:
+            alive = run_sync(self.km.is_alive)()
+            return {**verdict, "kind": "timeout" if alive else "kernel", "shown": None,
+                    "message": f"while a test ran, your code {self._watch.fired}"}
+        if verdict.get("kind") == "timeout" and self._watch.busy_machine():
+            self._recover_after_timeout()
+            return {**verdict, "kind": "machine", "shown": None,
+                    "message": self._busy_machine("a test")}
+        return verdict
 
     def _recover_after_timeout(self) -> None:
         """Interrupt the student's code; if the kernel does not come back, stop it."""
@@ -716,8 +791,9 @@ class SafeExecute(Execute):
         if self._kernel_answers(wait=15):
             self._checker_for().ask({"op": "recover"})
             return
-        self._stop(f"a test ran longer than {self.timeout} s and the kernel did not stop when "
-                   f"interrupted, so it was stopped")
+        self._stop(f"while a test ran, your code {self._watch.fired}" if self._watch.fired else
+                   f"a test ran longer than the backstop of {self._backstop():g} s and the kernel "
+                   f"did not stop when interrupted, so it was stopped")
 
     def _recover_after_loss(self) -> None:
         if not run_sync(self.km.is_alive)():
@@ -748,14 +824,21 @@ class SafeExecute(Execute):
 
     # -- stopping a kernel that hangs or dies
     def _why(self, err: Exception) -> str:
+        self._stopped_ename = "KernelStopped"
+        if self._watch.fired:
+            return f"this cell {self._watch.fired}"
+        if isinstance(err, CellTimeoutError) and self._watch.busy_machine():
+            self._stopped_ename = MACHINE_FAULT
+            return self._busy_machine("this cell")
         if isinstance(err, DeadKernelError):
             reason = None
             if isinstance(self.km, SandboxedKernelManager):
                 reason = self.km.exit_reason()
             return ("the kernel died while this cell ran"
                     + (f" ({reason})" if reason else " (it exited, crashed or hit a limit)"))
-        return (f"this cell ran longer than {self.timeout} s and did not stop when interrupted, "
-                f"so the kernel was stopped")
+        return (f"this cell ran longer than the backstop of {self._backstop():g} s without "
+                f"using its {self.timeout} s of CPU time (it slept or waited) and did not stop "
+                f"when interrupted, so the kernel was stopped")
 
     def _stop(self, reason: str) -> None:
         self._stopped = reason

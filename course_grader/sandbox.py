@@ -28,8 +28,8 @@ The kernel talks to the grader over Unix sockets (ZeroMQ's `ipc` transport), sin
 host is exactly what the network namespace forbids. The sockets live on the sandbox's /tmp,
 which the kernel controls; the grader opens the sandbox's root once (`open_sandbox_root`, with
 the pid the launcher records in `runtime_dir`) and reaches each socket beneath it without
-following any link (`relay.SandboxSockets`). The launcher (outside the sandbox) writes the only files
-there: that pid, the exit record and at most 1 MB of the kernel's own stdout and stderr.
+following any link (`relay.SandboxSockets`). The launcher (outside the sandbox) writes the only
+files there: that pid, the exit record and at most 1 MB of the kernel's own stdout and stderr.
 
 `unavailable_reason()` says why the sandbox cannot run here (not Linux, no bwrap, no user
 namespaces), or None; grading refuses to run without it unless asked to be unsafe.
