@@ -55,7 +55,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_grader import flags, gradebook, sandbox
+from course_grader import flags, gradebook, lms, sandbox
 from course_grader.gradebook import CourseSettings
 from course_grader.nbgrader_hooks import SafeExecute
 from course_grader.worker import (
@@ -76,6 +76,7 @@ __all__ = ["NEEDS_REGRADING", "Outcome", "SelfCheckFailed", "UnitJob", "check_re
 STAGING = ".autograde"
 STATUS_DIR = "autograde_status"
 NEEDS_REGRADING = "needs-regrading"   # the status of a submission the machine failed to grade
+REFUSED = "refused"   # a student id nbgrader cannot grade (lms.student_id_problem): not graded
 
 
 @dataclass
@@ -83,7 +84,7 @@ class Outcome:
     """What happened to one submission."""
 
     student: str
-    status: str = "graded"            # graded | zero | error | needs-regrading
+    status: str = "graded"            # graded | zero | error | needs-regrading | refused
     score: float | None = None
     max_score: float | None = None
     seconds: float = 0.0
@@ -289,6 +290,15 @@ def _unit_rules(course: Path, unit: str) -> tuple[dict[str, str], tuple[str, ...
     return forbidden, tuple(sorted(modules - reachable))
 
 
+@functools.lru_cache(maxsize=16)
+def _instructor_cells(course: Path, unit: str) -> dict[str, frozenset[str]]:
+    """{notebook name: the grade_ids of its instructor cells}, from the unit's source: a cell
+    of a submission whose metadata claims to be one of them is read all the same."""
+    source = course / CourseSettings(course).source_directory / unit
+    return {p.stem: flags.instructor_cells(nbformat.read(p, as_version=4))
+            for p in sorted(source.glob("*.ipynb"))}
+
+
 # flags parse the students' code with `ast`, which CPython 3.11 does not allow in two threads
 # at once (gh-106905): one grading thread at a time
 _PARSING = threading.Lock()
@@ -299,12 +309,15 @@ def _flags(course: Path, unit: str, submitted: Path) -> list[str]:
     notes = []
     with _PARSING:
         forbidden, hidden = _unit_rules(course, unit)
+        instructor = _instructor_cells(course, unit)
         for path in sorted(submitted.glob("*.ipynb")):
             try:
                 nb = nbformat.read(path, as_version=4)
             except Exception:  # noqa: BLE001 - an unreadable notebook is reported elsewhere
                 continue
-            notes += [f"{path.stem}: {n}" for n in flags.flag_notebook(nb, forbidden, hidden)]
+            found = flags.flag_notebook(nb, forbidden, hidden,
+                                        instructor.get(path.stem, frozenset()))
+            notes += [f"{path.stem}: {n}" for n in found]
     return notes
 
 
@@ -538,7 +551,10 @@ def grade_unit(course: Path, unit: str, *, students: list[str] | None = None, jo
         run = cluster.runner(job.template)
 
     def work(student: str) -> Outcome:
-        outcome = grade_one(job, student, run)
+        problem = lms.student_id_problem(student)
+        outcome = grade_one(job, student, run) if problem is None else Outcome(
+            student, REFUSED, notes=[f"not graded: nbgrader cannot grade the student id "
+                                     f"{student!r} ({problem}); rename submitted/{student}/"])
         with lock:
             done[student] = outcome
             _write_status(status_file, {student: outcome})

@@ -96,16 +96,15 @@ def parse_canvas_name(filename: str, pattern: str = CANVAS_PATTERN) -> dict | No
 
 def student_id_problem(student_id: str) -> str | None:
     """None if nbgrader can store and grade `student_id`, otherwise why not. nbgrader uses
-    the id as a folder name (`submitted/<id>/`), as a glob (`--student`), strips white space
-    from it, and reads a command-line argument that starts with `-` as an option."""
+    the id as a folder name (`submitted/<id>/`), as a glob (`--student`) and strips white
+    space from it (an id that starts with `-` is fine: course_grader.worker passes it as
+    `--student=<id>`)."""
     if not student_id:
         return "empty"
     if len(student_id) > 128:
         return "longer than 128 characters, the gradebook's limit"
     if student_id != student_id.strip():
         return "white space at its start or end, which nbgrader strips (another id)"
-    if student_id.startswith("-"):
-        return "it starts with '-', which nbgrader's command line reads as an option"
     if student_id in (".", ".."):
         return "'.' and '..' name no folder of its own"
     for char in student_id:

@@ -296,7 +296,8 @@ def grade_submission(task: Submission, gradebook: bytes) -> Graded:
         (course / task.source_directory / task.unit).mkdir(parents=True)
         write_tree(course / task.source_directory / task.unit, task.source_files)
         write_tree(course / "submitted" / task.student / task.unit, task.files)
-        args = ["autograde", task.unit, "--student", task.student, "--force",
+        # one argument: an id that starts with '-' is not read as an option
+        args = ["autograde", task.unit, f"--student={task.student}", "--force",
                 f"--CourseDirectory.root={course}",
                 f"--CourseDirectory.db_url=sqlite:///{course / 'gradebook.db'}?timeout=120",
                 *task.extra_args]
