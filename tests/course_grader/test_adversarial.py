@@ -8,6 +8,7 @@ batch, and the feedback of bad cases.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -292,3 +293,119 @@ def test_report_on_the_graded_corpus(graded, tmp_path):
     rates = [float(i["failure_rate"]) for i in items]
     assert rates == sorted(rates, reverse=True), "most-failed first"
     assert (tmp_path / f"{UNIT}_histogram.png").stat().st_size > 10_000
+
+
+def test_any_id_nbgrader_can_grade_is_graded_and_the_others_are_refused(fresh_course, tmp_path):
+    """A student id that starts with '-' (nbgrader's command line took it for an option, and
+    the student scored 0) is graded; one that nbgrader would strip or read as a glob is not
+    graded, scored or recorded, and the instructor is told why."""
+    here = tmp_path / "ids"
+    shutil.copytree(fresh_course, here)
+    for student in ("-7", " 12", "a[1]"):
+        write(solve(here, released(here)), here / "submitted" / student / UNIT)
+    proc = autograde(here, "--jobs", "1", "--cell-timeout", str(CELL_TIMEOUT))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    status = json.loads((here / "autograde_status" / f"{UNIT}.json").read_text())
+    assert (status["-7"]["status"], status["-7"]["score"]) == ("graded", 9.0), status["-7"]
+    assert sum(grades(here, "-7").values()) == 9.0
+    for student, why in ((" 12", "white space"), ("a[1]", "glob character")):
+        assert (status[student]["status"], status[student]["score"]) == ("refused", None)
+        assert "nbgrader cannot grade the student id" in status[student]["reason"]
+        assert why in status[student]["reason"]
+    with Gradebook(f"sqlite:///{here / 'gradebook.db'}") as gb:
+        assert {s.student.id for s in gb.find_assignment(UNIT).submissions} == {"-7"}
+
+
+def test_a_kernel_that_links_its_sockets_to_a_host_socket_reaches_nothing(fresh_course, tmp_path):
+    """A submission whose first cell replaces the kernel's sockets (on its sandbox's /tmp)
+    with links to a root-only socket of the host, before the checker connects: the grader
+    follows none of them (0 connections to the host socket, where reaching the sockets as
+    /proc/<pid>/root/... connected 414 times), stops the kernel, and the student is told."""
+    import socket
+    import threading
+
+    victim = tmp_path / "victim.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(victim))
+    os.chmod(victim, 0o600)
+    listener.listen(64)
+    accepted = []
+
+    def count() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                accepted.append(listener.accept()[0])
+
+    threading.Thread(target=count, daemon=True).start()
+    here = tmp_path / "course"
+    shutil.copytree(fresh_course, here)
+    nb = solve(here, released(here))
+    nb.cells.insert(0, nbformat.v4.new_code_cell(
+        "import glob, os\n"
+        f"for path in glob.glob({sandbox.SOCKET_DIR + '/ipc-*'!r}):\n"
+        "    os.remove(path)\n"
+        f"    os.symlink({str(victim)!r}, path)\n"))
+    write(nb, here / "submitted" / "links" / UNIT)
+    try:
+        proc = autograde(here, "--jobs", "1", "--cell-timeout", str(CELL_TIMEOUT))
+    finally:
+        listener.close()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert accepted == [], f"{len(accepted)} connection(s) reached the host socket"
+    entry = json.loads((here / "autograde_status" / f"{UNIT}.json").read_text())["links"]
+    assert entry["score"] == 0.0 and "kernel stopped" in entry["reason"], entry
+    text = autograded_text(here, "links")
+    assert "refused to follow" in text and "is a link" in text, entry
+
+
+# The corpus's cases whose grading takes time, honest or not: work that a wall clock would cut
+# short on a busy machine, and cells that hang, asleep or at work.
+# Busy processes beside them, as on a shared grading server. (Graded as root, each sandboxed
+# kernel has a cgroup of its own, which the scheduler shares a CPU with as one group: even 8
+# spinners slowed its cells less than a quarter, so this checks that nothing depends on the
+# load; that a CPU-time limit spares work a wall clock would stop is test_cpu_watch's.)
+SPINNERS = 2
+TIMED = ("correct", "huge_line", "binary_junk", "moves_tests", "kills_kernel",
+         "swallows_interrupt", "hangs_in_tests", "imports_test_library")
+
+
+def test_a_loaded_machine_gives_the_scores_of_an_idle_one(graded, fresh_course, tmp_path):
+    """A cell's limit is CPU time, with a wall-clock backstop (course_grader.cpu_watch): graded
+    two at a time while two busy processes hold both cores, with 10 s per cell, the timed
+    cases and a solution that works 4 CPU-s in one cell get each item the score the corpus's
+    own grading gave it (30 s per cell, no busy process of the test's), their expected
+    reasons, and nothing needs regrading."""
+    course, _, _ = graded
+    here = tmp_path / "loaded"
+    shutil.copytree(fresh_course, here)
+    build_corpus(here, [c for c in CASES if c.name in TIMED])
+    write(slow_but_honest(here), here / "submitted" / "slow_but_honest" / UNIT)
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                for _ in range(SPINNERS)]
+    try:
+        proc = autograde(here, "--jobs", "2", "--cell-timeout", "10")
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    status = json.loads((here / "autograde_status" / f"{UNIT}.json").read_text())
+    for case in (c for c in CASES if c.name in TIMED):
+        entry = status[case.name]
+        assert (entry["status"], entry["score"]) != ("needs-regrading", None), entry
+        assert entry["score"] == case.score, entry
+        assert case.says in entry["reason"] or case.says in autograded_text(here, case.name), entry
+    assert {s: grades(here, s) for s in TIMED} == {s: grades(course, s) for s in TIMED}
+    assert status["slow_but_honest"]["score"] == 9.0, status["slow_but_honest"]
+
+
+def slow_but_honest(course: Path) -> nbformat.NotebookNode:
+    """The instructor's solution, whose softmax cell first works for 4 CPU-seconds."""
+    nb = solve(course, released(course))
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "softmax_solution":
+            cell.source = (f"import time\n{SLOW_WORK}\n" + cell.source)
+    return nb
+
+
+SLOW_WORK = "end = time.process_time() + 4\nwhile time.process_time() < end:\n    pass"
