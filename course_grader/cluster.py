@@ -18,7 +18,8 @@ all it needs (the staged files, the course's configuration, the unit's gradebook
 sent to each worker once). A worker grades in a private folder and returns the autograded
 notebooks; the coordinator alone writes the gradebook (`course_grader.autograde`). When a
 worker dies mid-task, the scheduler runs the task again on another worker (up to Dask's
-`distributed.scheduler.allowed-failures` times, then the submission scores 0 with a note);
+`distributed.scheduler.allowed-failures` times; then the submission is marked
+"needs-regrading", never scored);
 the dead worker wrote nothing, so no submission is lost and none is half recorded.
 
 Dask, because it runs plain Python functions on plain data with no broker to operate (the

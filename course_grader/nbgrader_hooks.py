@@ -573,13 +573,27 @@ class SafeExecute(Execute):
         self._ran: list[int] = []   # cells that ran in the kernel to the end, for a replay
         self._setups: list[str] = []   # set-up sources run in the checker, in order
         self._replays = 0
+        self._cells_begun = False
         try:
             return super().preprocess(nb, resources, km=km)
+        except Exception as err:  # noqa: BLE001 - see below
+            if self._cells_begun:
+                raise
+            # the kernel did not start, before any of the submission's code ran: the machine's
+            # fault (a sandbox that cannot start, a course it cannot read), never a 0
+            self.log.error("the kernel could not start: %s", err)
+            why = (f"the grading machine failed, not this submission: the kernel could not "
+                   f"start ({type(err).__name__}: {str(err)[:300]}); it is graded again")
+            for cell in nb.cells:
+                if _kind(cell, self._sources) == "test":
+                    cell.outputs = [_error(MACHINE_FAULT, why)]
+            return nb, resources
         finally:
             if self._checker is not None:
                 self._checker.close()
 
     def preprocess_cell(self, cell, resources, index):
+        self._cells_begun = True
         cell, resources = self._run_in_kernel(cell, resources, index)
         if index == len(self.nb.cells) - 1:
             self._grade_in_source_order()

@@ -170,6 +170,12 @@ def student_package(dest: str | os.PathLike, modules: list[str]) -> Path:
                          (dest / relative).with_suffix(".py"))
         else:
             raise ValueError(f"course_utils has no module {dotted!r}")
+    # readable by the sandbox's user (`nobody` when grading runs as root), whatever the modes
+    # of the course's own files (a clone made with umask 077)
+    for folder, _, files in os.walk(dest):
+        os.chmod(folder, 0o755)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o644)
     return dest
 
 
@@ -687,14 +693,14 @@ def open_sandbox_root(runtime_dir: str | os.PathLike, timeout: float = 30.0) -> 
     """A descriptor (O_PATH) of the sandbox's root folder, once the launcher has recorded the
     sandbox's first process id in `runtime_dir` and the sandbox has made SOCKET_DIR (bwrap
     reports the pid before it has built the root; the folder is made after); None if that
-    did not happen within `timeout` seconds. Opened once, while the sandbox runs, so that
-    nothing later depends on its pid; what lies beneath is reached with
+    did not happen within `timeout` seconds or the sandbox ended first. Opened once, while the
+    sandbox runs, so that nothing later depends on its pid; what lies beneath is reached with
     `relay.SandboxSockets`, never by a path through /proc/<pid>/root (a link the kernel makes
     there would be followed on the host)."""
     deadline = time.monotonic() + timeout
     record = Path(runtime_dir) / PID_RECORD
     host = os.stat("/")
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not (Path(runtime_dir) / EXIT_RECORD).exists():
         try:
             pid = int(json.loads(record.read_text())["pid"])
             fd = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)

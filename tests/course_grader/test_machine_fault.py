@@ -222,3 +222,23 @@ def test_a_checker_killed_while_judging_is_not_called_the_machines_fault(tmp_pat
     assert verdict["message"] == ("the grader's checker stopped (it exited with status 9); a "
                                   "value your code returned or a function it called back may "
                                   "have been too large")
+
+
+def test_a_kernel_that_cannot_start_is_the_machines_fault_not_a_zero(fresh_course, tmp_path):
+    """A sandboxed kernel that dies before running any of the submission's code (here: an
+    address space too small for Python to start, as a broken sandbox or machine would do) gives
+    every test a MachineFault verdict, so the batch grades the submission again instead of
+    scoring it 0; nbgrader itself does not fail."""
+    from course_grader.autograde import UnitJob
+    from course_grader.worker import grade_submission
+
+    course = tmp_path / "course"
+    shutil.copytree(fresh_course, course)
+    write(solve(course, released(course)), course / "submitted" / "alice" / UNIT)
+    job = UnitJob.build(course, UNIT, extra_args=[
+        '--SandboxedKernelManager.limits={"memory_bytes": 50000000}'])
+    graded = grade_submission(job.task("alice", course / "submitted" / "alice" / UNIT),
+                              job.template)
+    assert not graded.failed, graded.notes
+    faults = machine_faults(graded.autograded)
+    assert len(faults) == 1 and "the kernel could not start" in faults[0], faults
