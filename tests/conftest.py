@@ -258,3 +258,39 @@ def browser():
                   "--disable-background-networking"])
         yield browser
         browser.close()
+
+
+@contextlib.contextmanager
+def root_only_socket(path: Path):
+    """A Unix socket of the host listening at `path`, readable by its owner alone (root, in
+    these tests): what a hostile kernel would have the grader connect to. Yields the list of
+    connections it accepted."""
+    import threading
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    os.chmod(path, 0o600)
+    listener.listen(64)
+    accepted: list[socket.socket] = []
+
+    def count() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                accepted.append(listener.accept()[0])
+
+    threading.Thread(target=count, daemon=True).start()
+    try:
+        yield accepted
+    finally:
+        listener.close()
+
+
+def link_sockets_code(target: Path) -> str:
+    """Code that, run in a sandboxed kernel, puts a link to `target` in place of each of the
+    kernel's sockets (course_grader.sandbox.SOCKET_DIR)."""
+    from course_grader.sandbox import SOCKET_DIR
+
+    return ("import glob, os\n"
+            f"for path in glob.glob({SOCKET_DIR + '/ipc-*'!r}):\n"
+            "    os.remove(path)\n"
+            f"    os.symlink({str(target)!r}, path)\n")

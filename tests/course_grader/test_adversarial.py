@@ -8,7 +8,6 @@ batch, and the feedback of bad cases.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -22,7 +21,14 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import BIN, local_dask_cluster, run_nbgrader, tool_env
+from conftest import (
+    BIN,
+    link_sockets_code,
+    local_dask_cluster,
+    root_only_socket,
+    run_nbgrader,
+    tool_env,
+)
 from nbgrader.api import Gradebook
 
 from course_grader import sandbox
@@ -321,35 +327,13 @@ def test_a_kernel_that_links_its_sockets_to_a_host_socket_reaches_nothing(fresh_
     with links to a root-only socket of the host, before the checker connects: the grader
     follows none of them (0 connections to the host socket, where reaching the sockets as
     /proc/<pid>/root/... connected 414 times), stops the kernel, and the student is told."""
-    import socket
-    import threading
-
-    victim = tmp_path / "victim.sock"
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(victim))
-    os.chmod(victim, 0o600)
-    listener.listen(64)
-    accepted = []
-
-    def count() -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                accepted.append(listener.accept()[0])
-
-    threading.Thread(target=count, daemon=True).start()
     here = tmp_path / "course"
     shutil.copytree(fresh_course, here)
     nb = solve(here, released(here))
-    nb.cells.insert(0, nbformat.v4.new_code_cell(
-        "import glob, os\n"
-        f"for path in glob.glob({sandbox.SOCKET_DIR + '/ipc-*'!r}):\n"
-        "    os.remove(path)\n"
-        f"    os.symlink({str(victim)!r}, path)\n"))
+    nb.cells.insert(0, nbformat.v4.new_code_cell(link_sockets_code(tmp_path / "victim.sock")))
     write(nb, here / "submitted" / "links" / UNIT)
-    try:
+    with root_only_socket(tmp_path / "victim.sock") as accepted:
         proc = autograde(here, "--jobs", "1", "--cell-timeout", str(CELL_TIMEOUT))
-    finally:
-        listener.close()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert accepted == [], f"{len(accepted)} connection(s) reached the host socket"
     entry = json.loads((here / "autograde_status" / f"{UNIT}.json").read_text())["links"]

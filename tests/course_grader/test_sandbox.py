@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, link_sockets_code, root_only_socket
 
 from course_grader import sandbox
 
@@ -524,30 +524,11 @@ def test_a_kernel_that_replaces_its_sockets_with_links_reaches_nothing_of_the_ho
     (a path through /proc/<pid>/root), connects to the host socket: the attack is real here."""
     import asyncio
     import socket
-    import threading
 
     from course_grader.nbgrader_hooks import SandboxedKernelManager
 
     victim = tmp_path / "victim.sock"      # a root-only socket of the host
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(victim))
-    os.chmod(victim, 0o600)
-    listener.listen(64)
-    accepted = []
-
-    def count() -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                accepted.append(listener.accept()[0])
-
-    threading.Thread(target=count, daemon=True).start()
-    swap = f"""
-import glob, os
-for path in glob.glob({sandbox.SOCKET_DIR + '/ipc-*'!r}):
-    os.remove(path)
-    os.symlink({str(victim)!r}, path)
-print(len(glob.glob({sandbox.SOCKET_DIR + '/ipc-*'!r})))
-"""
+    swap = link_sockets_code(victim)
 
     async def attack() -> list[str]:
         km = SandboxedKernelManager(kernel_name="python3")
@@ -578,8 +559,8 @@ print(len(glob.glob({sandbox.SOCKET_DIR + '/ipc-*'!r})))
             kc.stop_channels()
             await km.shutdown_kernel(now=True)
 
-    refused = asyncio.run(attack())
-    time.sleep(0.5)
-    listener.close()
+    with root_only_socket(victim) as accepted:
+        refused = asyncio.run(attack())
+        time.sleep(0.5)
     assert len(accepted) == 1, f"{len(accepted)} connections reached the host socket"  # old way
     assert refused and all("is a link" in why for why in refused), refused
