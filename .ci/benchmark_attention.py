@@ -16,15 +16,24 @@ the matrix form (`tiled_attention.matrix_attention`, and unit 04's
 `attention.scaled_dot_product_attention`, which also returns the weights) at T = 1024, 2048
 and 4096 (B = 1, 4 heads, d_k = 64, float32, no gradient): the peak memory of each call
 (`attention_cost.peak_memory`) beside the arithmetic B n_heads T^2 4 bytes of one score
-matrix, the time, and the tiled form's peak and time over the matrix form's. Medians of
-several runs, after a warm-up. Prints figures; asserts nothing.
+matrix, the time, and the tiled form's peak and time over the matrix form's.
+
+Every comparison is timed in interleaved rounds (ours, theirs, ours, theirs, ...; after a
+warm-up), and its ratio is the median of the rounds' ratios with their quartiles beside it:
+a load that comes and goes weighs on both sides of a round alike, so the verdict holds on a
+busy machine, where timing one side after the other read 0.70, 1.32 and 1.72 for the same
+Transformer. One thread per side (`--threads N` for more). Prints figures; asserts nothing.
+
+    python .ci/benchmark_attention.py [--rounds 15] [--threads 1]
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import statistics
 import time
+from collections.abc import Callable
 
 import torch
 import torch.nn as nn
@@ -38,7 +47,6 @@ from course_utils.multihead import MultiHeadAttention
 from course_utils.positional import sinusoidal_encoding
 from course_utils.seq2seq import padded_cross_entropy
 from course_utils.tiled_attention import matrix_attention, tiled_attention
-from course_utils.training import seconds_per_call
 from course_utils.transformer import (
     Transformer,
     TransformerConfig,
@@ -48,11 +56,38 @@ from course_utils.transformer import (
 )
 
 B, T, D_MODEL, N_HEADS = 32, 128, 256, 8
-REPEATS = 15
+ROUNDS = 15
+WARMUP = 3
 GOAL = 1.5
 
 
-def main() -> None:
+def interleaved(sides: dict[str, Callable[[], object]], rounds: int,
+                warmup: int = WARMUP) -> dict[str, list[float]]:
+    """The seconds of each side's call in each of `rounds` rounds, the sides called in turn
+    within a round (after `warmup` untimed rounds): {name: [seconds of round 1, 2, ...]}."""
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    for round_ in range(warmup + rounds):
+        for name, call in sides.items():
+            start = time.perf_counter()
+            call()
+            if round_ >= warmup:
+                times[name].append(time.perf_counter() - start)
+    return times
+
+
+def ratio_line(mine: list[float], theirs: list[float]) -> str:
+    """The median of the rounds' ratios mine/theirs, their quartiles, and the verdict."""
+    ratios = [a / b for a, b in zip(mine, theirs, strict=True)]
+    low, mid, high = statistics.quantiles(ratios, n=4)
+    mark = "ok" if mid <= GOAL else f"over the goal of {GOAL}"
+    return f"ratio {mid:4.2f} (quartiles {low:.2f}-{high:.2f}, {len(ratios)} rounds)  {mark}"
+
+
+def ms(times: list[float]) -> str:
+    return f"{statistics.median(times) * 1e3:8.1f} ms"
+
+
+def attention_ratio(rounds: int) -> None:
     torch.manual_seed(0)
     theirs = nn.MultiheadAttention(D_MODEL, N_HEADS, batch_first=True)
     ours = MultiHeadAttention.from_torch(theirs)
@@ -68,17 +103,18 @@ def main() -> None:
             out.sum().backward()
         return step
 
-    mine = seconds_per_call(step_ours, repeats=REPEATS, warmup=3)
+    variants = {"default (weights averaged)": {},
+                "per-head weights": {"average_attn_weights": False},
+                "no weights (fused kernel)": {"need_weights": False}}
+    times = interleaved({"ours": step_ours,
+                         **{label: step_theirs(**kw) for label, kw in variants.items()}},
+                        rounds)
     print(f"MultiHeadAttention forward+backward, B={B} T={T} d_model={D_MODEL} "
           f"heads={N_HEADS}, {torch.get_num_threads()} threads")
-    print(f"  course_utils.multihead              {mine * 1e3:8.1f} ms")
-    for label, kwargs in (("default (weights averaged)", {}),
-                          ("per-head weights", {"average_attn_weights": False}),
-                          ("no weights (fused kernel)", {"need_weights": False})):
-        t = seconds_per_call(step_theirs(**kwargs), repeats=REPEATS, warmup=3)
-        ratio = mine / t
-        mark = "ok" if ratio <= GOAL else f"over the goal of {GOAL}"
-        print(f"  torch.nn, {label:<26} {t * 1e3:8.1f} ms   ratio {ratio:4.2f}  {mark}")
+    print(f"  course_utils.multihead              {ms(times['ours'])}")
+    for label in variants:
+        print(f"  torch.nn, {label:<26} {ms(times[label])}   "
+              f"{ratio_line(times['ours'], times[label])}")
 
 
 class TorchTransformer(nn.Module):
@@ -107,7 +143,7 @@ class TorchTransformer(nn.Module):
         return padded_cross_entropy(self.out(h), tgt[:, 1:])
 
 
-def transformer_step_ratio() -> None:
+def transformer_step_ratio(rounds: int) -> None:
     B, S, T, V = 32, 32, 32, 1000
     cfg = TransformerConfig(V, V, d_model=128, n_heads=8, d_ff=512, n_layers=2, max_len=T,
                             n_positions=64)
@@ -118,9 +154,8 @@ def transformer_step_ratio() -> None:
     tgt_lengths = torch.randint(T // 2, T + 2, (B,), generator=gen)
     tgt = torch.randint(4, V, (B, T + 1), generator=gen).masked_fill(
         ~padding_mask(tgt_lengths, T + 1), PAD_ID)
-    times = {}
-    for name, model in (("course_utils.transformer", Transformer(cfg)),
-                        ("torch.nn.Transformer", TorchTransformer(cfg))):
+    steps = {}
+    for name, model in (("ours", Transformer(cfg)), ("theirs", TorchTransformer(cfg))):
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 
         def step(model=model, optimizer=optimizer):
@@ -128,18 +163,16 @@ def transformer_step_ratio() -> None:
             model.loss(src, lengths, tgt).backward()
             optimizer.step()
 
-        times[name] = seconds_per_call(step, repeats=REPEATS, warmup=3)
-    mine, theirs = times["course_utils.transformer"], times["torch.nn.Transformer"]
-    ratio = mine / theirs
+        steps[name] = step
+    times = interleaved(steps, rounds)
     print(f"Transformer training step, B={B} S=T={S} d_model={cfg.d_model} heads={cfg.n_heads} "
           f"d_ff={cfg.d_ff} layers={cfg.n_layers}+{cfg.n_layers} V={V}")
-    print(f"  course_utils.transformer            {mine * 1e3:8.1f} ms")
-    mark = "ok" if ratio <= GOAL else f"over the goal of {GOAL}"
-    print(f"  torch.nn.Transformer                {theirs * 1e3:8.1f} ms   ratio {ratio:4.2f}  "
-          f"{mark}")
+    print(f"  course_utils.transformer            {ms(times['ours'])}")
+    print(f"  torch.nn.Transformer                {ms(times['theirs'])}   "
+          f"{ratio_line(times['ours'], times['theirs'])}")
 
 
-def minilm_forward_ratio() -> None:
+def minilm_forward_ratio(rounds: int) -> None:
     B, T = 16, 64
     ours = load_minilm()
     theirs = BertModel.from_pretrained(str(minilm_files().config.parent),
@@ -149,24 +182,15 @@ def minilm_forward_ratio() -> None:
     keep = padding_mask(lengths, T)  # (B, T) True at real tokens
     ids = torch.randint(1000, 30000, (B, T), generator=gen).masked_fill(~keep, 0)
     ids[:, 0] = 101  # [CLS]
-    # the two alternate, call by call, so that a load on the machine weighs on both alike
-    times = {"ours": [], "theirs": []}
     with torch.no_grad():
-        for i in range(REPEATS + 3):
-            for name, run in (("ours", lambda: ours(ids, attention_mask=keep)),
-                              ("theirs", lambda: theirs(input_ids=ids, attention_mask=keep.long(),
-                                                        output_attentions=True))):
-                start = time.perf_counter()
-                run()
-                if i >= 3:  # after a warm-up
-                    times[name].append(time.perf_counter() - start)
-    times = {name: statistics.median(t) for name, t in times.items()}
-    ratio = times["ours"] / times["theirs"]
-    mark = "ok" if ratio <= GOAL else f"over the goal of {GOAL}"
+        times = interleaved({
+            "ours": lambda: ours(ids, attention_mask=keep),
+            "theirs": lambda: theirs(input_ids=ids, attention_mask=keep.long(),
+                                     output_attentions=True)}, rounds)
     print(f"MiniLM-L6 forward (attention weights returned), B={B} T={T}, float32, no gradient")
-    print(f"  course_utils.bert                   {times['ours'] * 1e3:8.1f} ms")
-    print(f"  transformers BertModel (eager)      {times['theirs'] * 1e3:8.1f} ms   ratio "
-          f"{ratio:4.2f}  {mark}")
+    print(f"  course_utils.bert                   {ms(times['ours'])}")
+    print(f"  transformers BertModel (eager)      {ms(times['theirs'])}   "
+          f"{ratio_line(times['ours'], times['theirs'])}")
 
 
 def tiled_attention_cost() -> None:
@@ -182,22 +206,35 @@ def tiled_attention_cost() -> None:
     for T in (1024, 2048, 4096):
         gen = torch.Generator().manual_seed(0)
         q, k, v = (torch.randn(B, n_heads, T, d_k, generator=gen) for _ in range(3))
-        peaks, times = {}, {}
         with torch.no_grad():
-            for name, form in forms.items():
-                peaks[name] = peak_memory(form, q, k, v)[1]
-                times[name] = seconds_per_call(functools.partial(form, q, k, v), repeats=5)
+            peaks = {name: peak_memory(form, q, k, v)[1] for name, form in forms.items()}
+            times = interleaved({name: functools.partial(form, q, k, v)
+                                 for name, form in forms.items()}, rounds=10, warmup=1)
         matrix, _, tiled = forms
         for name in forms:
             note = f"({format_bytes(matrix_bytes(B, n_heads, T, T))})" if name == matrix else ""
             print(f"  {T:>5} {name:<36} {format_bytes(peaks[name]):>12} "
-                  f"{times[name] * 1e3:8.1f} ms   {note}")
+                  f"{ms(times[name])}   {note}")
+        ratios = [a / b for a, b in zip(times[tiled], times[matrix], strict=True)]
+        low, mid, high = statistics.quantiles(ratios, n=4)
         print(f"  {T:>5} tiled over matrix form: peak memory {peaks[tiled] / peaks[matrix]:.3f}"
-              f", time {times[tiled] / times[matrix]:.2f}")
+              f", time {mid:.2f} (quartiles {low:.2f}-{high:.2f}, {len(ratios)} rounds)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=ROUNDS,
+                        help="interleaved rounds per comparison (at least 4)")
+    parser.add_argument("--threads", type=int, default=1, help="PyTorch threads per side")
+    opts = parser.parse_args(argv)
+    if opts.rounds < 4 or opts.threads < 1:
+        parser.error("--rounds must be at least 4 (for quartiles) and --threads at least 1")
+    torch.set_num_threads(opts.threads)
+    attention_ratio(opts.rounds)
+    transformer_step_ratio(opts.rounds)
+    minilm_forward_ratio(opts.rounds)
+    tiled_attention_cost()
 
 
 if __name__ == "__main__":
     main()
-    transformer_step_ratio()
-    minilm_forward_ratio()
-    tiled_attention_cost()
