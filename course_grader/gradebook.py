@@ -93,10 +93,16 @@ def record(course: CourseSettings, unit: str, student: str,
     zeroed = 0
     with Gradebook(url, course.course_id) as gb:
         gb.update_or_create_student(student)
-        if timestamp is not None:
-            gb.update_or_create_submission(unit, student, timestamp=timestamp)
-        else:
-            gb.update_or_create_submission(unit, student)
+        # nbgrader builds a new submission (one per notebook, a grade per cell) linked to the
+        # session's assignment and student before it adds it to the session, reading the
+        # assignment's notebooks and cells meanwhile. Each read flushed the session, and
+        # SQLAlchemy 2 (which no longer adds an object along a backref) warned three times
+        # per run that the half-built submission was not in it; it is added in full after.
+        with gb.db.no_autoflush:
+            if timestamp is not None:
+                gb.update_or_create_submission(unit, student, timestamp=timestamp)
+            else:
+                gb.update_or_create_submission(unit, student)
         for nb in gb.find_assignment(unit).notebooks:
             if nb.name not in autograded:
                 for grade in gb.find_submission_notebook(nb.name, unit, student).grades:
