@@ -1,7 +1,8 @@
 """The instructor's report: who scored what, and which tests students fail most.
 
 Reads nbgrader's gradebook (`<course>/gradebook.db`, opened read-only) and, when the autograde
-driver left one, `<course>/autograde_status/<unit>.json`; writes per unit, into `<out>`:
+driver left one, `<course>/autograde_status/<unit>.json`; writes per unit that someone handed
+in, into `<out>`:
 
     <unit>_students.csv    one row per student: total, percent, each item's score, status, reason,
                            flags (what the code uses that the instructor may want to look at)
@@ -13,7 +14,8 @@ fails it when its score is below its maximum. A grade with neither an automatic 
 score is *ungraded*: it shows as `ungraded` and is left out of the item statistics (nbgrader's
 own total counts it as 0). A submission whose status is `needs-regrading` (the grading machine
 failed on it, so nothing of it was recorded) is named in the summary: its scores, if any, are
-an earlier run's.
+an earlier run's. A unit nobody handed in (no submission in the gradebook, no student in its
+status file) gets no files: one line names the units skipped.
 
     python -m course_grader.report [UNIT ...] [--course DIR] [--out DIR]
 
@@ -400,10 +402,14 @@ def main(argv: list[str] | None = None) -> int:
     except ReportError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    skipped = [report.unit for report in reports if not report.students]
     for report in reports:
-        paths = write_report(report, out)
-        print(summary(report))
-        print("  wrote " + ", ".join(str(p) for p in paths))
+        if report.students:
+            paths = write_report(report, out)
+            print(summary(report))
+            print("  wrote " + ", ".join(str(p) for p in paths))
+    if skipped:
+        print(f"skipped, no submissions (no files written): {', '.join(skipped)}")
     return 0
 
 

@@ -9,7 +9,8 @@ Unit `01_demo`, one notebook, items a (1 point), b (2) and c (3); 6 points in al
     dave     0  2  ungraded  2      -
     eve      (no submission)        error (only in the status file)
 
-a: 3 of 4 fail (0.75); c: 2 of the 3 graded fail; b: 1 of 4. `02_other` has no submissions.
+a: 3 of 4 fail (0.75); c: 2 of the 3 graded fail; b: 1 of 4. `02_other` has no submissions
+(nobody handed it in); `03_failed` none in the gradebook, but its status file names frank.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import warnings
 import nbgrader.api
 import pytest
 from nbgrader.api import Gradebook
-from sqlalchemy.exc import SAWarning
 
 from course_grader import report
 
@@ -52,14 +52,15 @@ STATUS = {
 def course(tmp_path_factory):
     course = tmp_path_factory.mktemp("report_course")
     # A new gradebook records its schema version by running `alembic heads` in a subprocess,
-    # which imports nbgrader again (about 5 s); the report never reads that version. nbgrader's
-    # add_submission trips SQLAlchemy 2's autoflush ("not in session") warnings; they are harmless.
-    with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
+    # which imports nbgrader again (about 5 s); the report never reads that version. Without
+    # autoflush, nbgrader's add_submission does not flush its half-built submission (SQLAlchemy
+    # warned "not in session": course_grader.gradebook.record).
+    with pytest.MonkeyPatch.context() as mp:
         mp.setattr(nbgrader.api, "get_alembic_version", lambda: "unused-by-the-report")
-        warnings.filterwarnings("ignore", "Object of type", SAWarning)
-        with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb, gb.db.no_autoflush:
             gb.add_assignment(UNIT)
             gb.add_assignment("02_other")
+            gb.add_assignment("03_failed")
             gb.add_notebook(NOTEBOOK, UNIT)
             for name, points in POINTS.items():
                 gb.add_grade_cell(name, NOTEBOOK, UNIT, max_score=points, cell_type="code")
@@ -73,6 +74,8 @@ def course(tmp_path_factory):
             gb.db.commit()
     (course / "autograde_status").mkdir()
     (course / "autograde_status" / f"{UNIT}.json").write_text(json.dumps(STATUS))
+    (course / "autograde_status" / "03_failed.json").write_text(json.dumps(
+        {"frank": {"status": "needs-regrading", "reason": "the machine failed", "seconds": 3}}))
     return course
 
 
@@ -160,10 +163,15 @@ def test_cli_reports_every_unit_and_prints_a_summary(course, capsys):
     assert "1 grade not scored yet (shown as 'ungraded')" in out
     assert "1 flagged for a look at their code (column `flags`): bob" in out
     assert "most failed: a 75% (3/4), c 67% (2/3), b 25% (1/4)" in out
-    assert "02_other: 0 students graded" in out
-    for unit in (UNIT, "02_other"):
-        for suffix in ("_students.csv", "_items.csv", "_histogram.png"):
-            assert (course / "reports" / f"{unit}{suffix}").is_file()
+    assert "03_failed: 0 students graded" in out
+    assert "1 needs regrading" in out
+    # a unit nobody handed in gets no files, and one line says so
+    assert "02_other" not in out.replace(
+        "skipped, no submissions (no files written): 02_other\n", "")
+    assert out.endswith("skipped, no submissions (no files written): 02_other\n")
+    written = {p.name for p in (course / "reports").iterdir()}
+    assert written == {f"{unit}{suffix}" for unit in (UNIT, "03_failed")
+                       for suffix in ("_students.csv", "_items.csv", "_histogram.png")}
     # The gradebook is opened read-only: the report never changes it.
     assert hashlib.sha256((course / "gradebook.db").read_bytes()).hexdigest() == before
 
@@ -179,7 +187,7 @@ def test_cli_without_gradebook_exits_2_and_creates_none(tmp_path, capsys):
 def test_cli_unknown_unit_exits_2_and_names_the_known_units(course, tmp_path, capsys):
     assert report.main(["nope", "--course", str(course), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "unknown unit 'nope'; the gradebook knows: 01_demo, 02_other" in err
+    assert "unknown unit 'nope'; the gradebook knows: 01_demo, 02_other, 03_failed" in err
     assert list(tmp_path.iterdir()) == []
 
 
