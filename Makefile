@@ -37,8 +37,9 @@ help:
 	@echo "make release    regenerate exercises/ from solutions/ with nbgrader"
 	@echo "make student-edition  build what students receive: dist/student/ and its zip"
 	@echo "make site       the course as an offline HTML book in site/: open site/index.html"
-	@echo "make autograde  grade every submission in submitted/<student>/<unit>/ in the sandbox"
-	@echo "                (JOBS=N in parallel; SCHEDULER=tls://HOST:8786 on a Dask cluster;"
+	@echo "make autograde  grade every submission in submitted/<student>/<unit>/ in the sandbox,"
+	@echo "                releasing only the units it grades (UNIT=<unit>: that unit alone;"
+	@echo "                JOBS=N in parallel; SCHEDULER=tls://HOST:8786 on a Dask cluster;"
 	@echo "                UNSAFE=1 without the sandbox; COURSE_DB_URL=... a PostgreSQL gradebook)"
 	@echo "make grading-certs  the grading cluster's TLS certificates and key (.grading-certs/)"
 	@echo "make grading-scheduler [HOST=IP] / grading-worker SCHEDULER=tls://IP:8786  a Dask"
@@ -178,7 +179,8 @@ site: $(STAMP)
 	$(BIN)/python -m course_grader.site --out site
 
 # The gradebook must know each assignment's source cells before it can grade, so grading
-# starts with a release (which is deterministic: exercises/ does not change).
+# starts by releasing the units it grades (deterministic: exercises/ does not change): UNIT,
+# or every unit that has a submission in submitted/<student>/<unit>/.
 # Student code runs in a bubblewrap sandbox; JOBS=N grades N submissions at a time;
 # SCHEDULER=tls://HOST:8786 grades on the workers of a Dask cluster instead (make
 # grading-scheduler on one machine, make grading-worker SCHEDULER=... on each grading machine);
@@ -187,8 +189,15 @@ site: $(STAMP)
 JOBS ?=
 SCHEDULER ?=
 UNSAFE ?=
-autograde: release
-	$(BIN)/python -m course_grader.autograde $(if $(JOBS),--jobs $(JOBS)) \
+autograde: $(STAMP)
+	@test -z "$(filter-out $(UNITS),$(UNIT))" || { echo "unknown unit '$(UNIT)'; units: $(UNITS)"; exit 2; }
+	@for unit in $(or $(UNIT),$(UNITS)); do \
+		if [ -n "$(UNIT)" ] || compgen -G "submitted/*/$$unit" >/dev/null; then \
+			echo "releasing $$unit"; \
+			$(NBGRADER) generate_assignment "$$unit" --force --log-level=WARN; \
+		fi; \
+	done
+	$(BIN)/python -m course_grader.autograde $(UNIT) $(if $(JOBS),--jobs $(JOBS)) \
 		$(if $(SCHEDULER),--scheduler $(SCHEDULER) --certs $(CERTS)) $(if $(UNSAFE),--unsafe)
 
 # The grading cluster (course_grader/cluster.py) speaks mutual TLS only: grading-certs makes

@@ -1,6 +1,10 @@
-"""The dependency files agree: pyproject.toml, environment.yml and requirements.lock."""
+"""The dependency files agree: pyproject.toml, environment.yml and requirements.lock; make
+autograde releases what it grades."""
 
+import os
 import re
+import shutil
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -173,3 +177,51 @@ def test_a_built_wheel_installs_every_module_and_data_file(tmp_path):
     proc = subprocess.run([str(python), "-c", script], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def make_env() -> dict[str, str]:
+    """This environment without what a make that runs these tests passes to its children
+    (its flags and command-line variables)."""
+    return {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+
+
+# -- make autograde releases the units it grades, and only them
+
+def autograde(course: Path, *args: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """`make autograde ARGS` in `course` (the Makefile, two units u1 and u2, a submission of
+    u2), its set-up taken as done and its nbgrader and python stand-ins that record their
+    arguments; (the run, what they were called with)."""
+    shutil.copy(ROOT / "Makefile", course)
+    venv = course / "venv"
+    (venv / "bin").mkdir(parents=True, exist_ok=True)
+    (venv / ".setup-done").touch()
+    for unit in ("u1", "u2"):
+        (course / "solutions" / unit).mkdir(parents=True, exist_ok=True)
+        (course / "solutions" / unit / f"{unit}.ipynb").touch()
+    (course / "submitted" / "alice" / "u2").mkdir(parents=True, exist_ok=True)
+    for tool in ("nbgrader", "python"):
+        (venv / "bin" / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> calls\n')
+        (venv / "bin" / tool).chmod(0o755)
+    (course / "calls").write_text("")
+    proc = subprocess.run(["make", "--no-print-directory", "-s", "VENV=venv", "-o",
+                           "venv/.setup-done", "autograde", *args], cwd=course,
+                          capture_output=True, text=True, timeout=60, env=make_env())
+    return proc, (course / "calls").read_text().splitlines()
+
+
+def test_autograde_releases_only_the_units_it_grades(tmp_path):
+    proc, calls = autograde(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert calls == ["nbgrader generate_assignment u2 --force --log-level=WARN",
+                     "python -m course_grader.autograde"]
+    proc, calls = autograde(tmp_path, "UNIT=u1", "JOBS=2")
+    assert proc.returncode == 0, proc.stderr
+    assert calls == ["nbgrader generate_assignment u1 --force --log-level=WARN",
+                     "python -m course_grader.autograde u1 --jobs 2"]
+
+
+def test_autograde_of_an_unknown_unit_names_the_known_ones(tmp_path):
+    proc, calls = autograde(tmp_path, "UNIT=u3")
+    assert proc.returncode == 2 and calls == []
+    assert proc.stdout == "unknown unit 'u3'; units: u1 u2\n"
+
