@@ -261,55 +261,45 @@ collect-zip: $(STAMP)
 export-grades: $(STAMP)
 	$(NBGRADER) export
 
-# The grading sandbox needs bubblewrap (Debian/Ubuntu package `bubblewrap`). Installed here
-# when missing and this user may (root, or sudo without a password); otherwise it says how.
+# The Debian packages that grading and the tests need are installed by these targets when
+# missing and this user may (root, or sudo without a password), all the same way
+# (.ci/apt-install): waiting up to 120 s for apt's lock while another apt or dpkg holds it,
+# and failing with one line that says what failed and how to install the package by hand.
+APT_INSTALL := $(SHELL) .ci/apt-install
+
+# The grading sandbox needs bubblewrap (Debian/Ubuntu package `bubblewrap`).
 sandbox:
 	@command -v bwrap >/dev/null && exit 0; \
-	if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; \
-	else echo "bubblewrap is missing: install it (sudo apt-get install bubblewrap) to autograde"; exit 1; fi; \
-	command -v apt-get >/dev/null || { echo "bubblewrap is missing and apt-get is not available: install bubblewrap"; exit 1; }; \
-	$$SUDO apt-get install -y -qq bubblewrap >/dev/null 2>&1 \
-		|| { $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq bubblewrap >/dev/null; }; \
+	$(APT_INSTALL) bubblewrap "to autograde"; \
 	bwrap --version
 
 # The PostgreSQL gradebook's test starts a throw-away server from Debian's package
-# (postgresql); installed here when missing and this user may, like bubblewrap.
+# (postgresql), installed like bubblewrap.
 .PHONY: postgres
 postgres:
 	@command -v initdb >/dev/null || compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null && exit 0; \
-	if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; \
-	else echo "PostgreSQL is missing: install it (sudo apt-get install postgresql) to run its test"; exit 1; fi; \
-	command -v apt-get >/dev/null || { echo "PostgreSQL is missing and apt-get is not available: install postgresql"; exit 1; }; \
-	$$SUDO apt-get install -y -qq postgresql >/dev/null 2>&1 \
-		|| { $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq postgresql >/dev/null; }; \
+	$(APT_INSTALL) postgresql "to run the PostgreSQL gradebook's test"; \
 	ls /usr/lib/postgresql/*/bin/initdb
 
 # A test opens a hostile submission in the formgrader in a real browser: Debian's chromium,
-# driven by Playwright (whose own browser download is never used). Installed here when
-# missing and this user may, like bubblewrap.
+# driven by Playwright (whose own browser download is never used), installed like bubblewrap.
 browser:
 	@command -v chromium >/dev/null && exit 0; \
-	if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; \
-	else echo "chromium is missing: install it (sudo apt-get install chromium) to run the tests"; exit 1; fi; \
-	command -v apt-get >/dev/null || { echo "chromium is missing and apt-get is not available: install chromium"; exit 1; }; \
-	$$SUDO apt-get install -y -qq chromium >/dev/null 2>&1 \
-		|| { $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq chromium >/dev/null; }; \
+	$(APT_INSTALL) chromium "to run the tests"; \
 	chromium --version
 
 # The JupyterHub test (tests/course_grader/test_jupyterhub.py) starts jupyterhub_config.py for
 # real, behind configurable-http-proxy (npm). Installed here when missing and this user may
-# (root, or sudo without a password): npm from Debian/Ubuntu first if it is missing too.
+# (root, or sudo without a password): npm from Debian/Ubuntu first, like bubblewrap, if it is
+# missing too.
 .PHONY: hub-proxy
 hub-proxy:
 	@command -v configurable-http-proxy >/dev/null && exit 0; \
-	if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO=sudo; \
-	else echo "configurable-http-proxy is missing: install it (sudo npm install -g configurable-http-proxy) to run the JupyterHub test"; exit 1; fi; \
-	if ! command -v npm >/dev/null; then \
-		command -v apt-get >/dev/null || { echo "npm is missing and apt-get is not available: install Node.js and npm"; exit 1; }; \
-		$$SUDO apt-get install -y -qq npm >/dev/null 2>&1 \
-			|| { $$SUDO apt-get update -qq >/dev/null && $$SUDO apt-get install -y -qq npm >/dev/null; }; \
-	fi; \
-	$$SUDO npm install -g --silent configurable-http-proxy >/dev/null; \
+	if [ "$$(id -u)" = 0 ]; then SUDO=; elif sudo -n true 2>/dev/null; then SUDO="sudo -n"; \
+	else echo "configurable-http-proxy is missing: install it (sudo npm install -g configurable-http-proxy) to run the JupyterHub test" >&2; exit 1; fi; \
+	command -v npm >/dev/null || $(APT_INSTALL) npm "to install configurable-http-proxy"; \
+	$$SUDO npm install -g --silent configurable-http-proxy >/dev/null \
+		|| { echo "could not install configurable-http-proxy: \`npm install -g configurable-http-proxy\` failed (its error is above); install it by hand: sudo npm install -g configurable-http-proxy" >&2; exit 1; }; \
 	configurable-http-proxy --version
 
 # One unit that fails does not stop the others (a notebook that cannot be rendered gets a page

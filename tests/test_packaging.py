@@ -1,13 +1,16 @@
 """The dependency files agree: pyproject.toml, environment.yml and requirements.lock; make
-autograde releases what it grades."""
+autograde releases what it grades; the Makefile's targets that install Debian packages share
+one installer (.ci/apt-install)."""
 
 import os
 import re
 import shutil
 import subprocess
+import time
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -225,3 +228,136 @@ def test_autograde_of_an_unknown_unit_names_the_known_ones(tmp_path):
     assert proc.returncode == 2 and calls == []
     assert proc.stdout == "unknown unit 'u3'; units: u1 u2\n"
 
+
+# -- the Debian packages that make test installs (.ci/apt-install), against a stand-in apt-get
+
+INSTALLERS = {"sandbox": "bubblewrap", "browser": "chromium", "postgres": "postgresql",
+              "hub-proxy": "npm"}
+# Answers as FAKE_APT_INSTALL says: "lock" (another process holds dpkg's lock: apt-get waits,
+# then gives up), "unknown" (no such package in the lists), "ok" (puts a `bwrap` on PATH).
+FAKE_APT_GET = r"""#!/bin/bash
+echo "$*" >> "$FAKE_APT_CALLS"
+case " $* " in *" update "*) echo "Reading package lists..."; exit 0 ;; esac
+package=${@: -1}
+case $FAKE_APT_INSTALL in
+lock)
+    for _ in 1 2; do
+        echo "Waiting for cache lock: Could not get lock /var/lib/dpkg/lock-frontend." \
+            "It is held by process 4242 (unattended-upgr)..."
+    done
+    echo "E: Unable to acquire the dpkg frontend lock (/var/lib/dpkg/lock-frontend), is another" \
+        "process using it?" >&2
+    exit 100 ;;
+unknown)
+    echo "Reading package lists..."; echo "E: Unable to locate package $package" >&2; exit 100 ;;
+ok)
+    printf '#!/bin/bash\necho "bubblewrap 0.0 (stand-in)"\n' > "$(dirname "$0")/bwrap"
+    chmod +x "$(dirname "$0")/bwrap" ;;
+esac
+"""
+# What the Makefile and the installer run besides apt-get: nothing else of the system's
+# (its bwrap, chromium, npm, apt-get and sudo are not on this PATH).
+TOOLS = ("bash", "env", "id", "mktemp", "rm", "grep", "touch", "sleep", "dirname", "chmod")
+
+
+def run_make(tmp_path: Path, target: str, user_id: int | None = None,
+             **env: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """`make TARGET` with a PATH of the stand-in apt-get, a stand-in sudo (which runs its
+    command as this user, or with FAKE_SUDO=deny refuses as if it wanted a password), an `id`
+    that says `user_id` if given, and TOOLS alone; (the run, the stand-in's calls)."""
+    fake, tools = tmp_path / "fake-bin", tmp_path / "tools"
+    fake.mkdir(exist_ok=True)
+    tools.mkdir(exist_ok=True)
+    (fake / "apt-get").write_text(FAKE_APT_GET)
+    (fake / "sudo").write_text('#!/bin/bash\n[ "${FAKE_SUDO:-}" = deny ] && exit 1\n'
+                               '[ "$1" = -n ] && shift\nexec "$@"\n')
+    if user_id is not None:
+        (fake / "id").write_text(f"#!/bin/bash\necho {user_id}\n")
+        (fake / "id").chmod(0o755)
+    for script in ("apt-get", "sudo"):
+        (fake / script).chmod(0o755)
+    for tool in TOOLS:
+        if not (tools / tool).exists():
+            (tools / tool).symlink_to(shutil.which(tool))
+    calls = tmp_path / "calls"
+    calls.write_text("")
+    proc = subprocess.run([shutil.which("make"), "--no-print-directory", "-f", "Makefile",
+                           target], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={"PATH": f"{fake}:{tools}", "HOME": str(tmp_path),
+                               "FAKE_APT_CALLS": str(calls), **env})
+    return proc, calls.read_text().splitlines()
+
+
+def apt_calls(calls: list[str]) -> list[tuple[int, str]]:
+    """The stand-in's calls as (the lock timeout passed, in seconds; the rest)."""
+    found = [re.fullmatch(r"-q -o DPkg::Lock::Timeout=(\d+) (.*)", call) for call in calls]
+    assert all(found), calls
+    return [(int(m.group(1)), m.group(2)) for m in found]
+
+
+def own_lines(text: str) -> list[str]:
+    """The lines of `text` but make's own ("make: *** [...] Error 1")."""
+    return [line for line in text.splitlines() if not line.startswith("make: ")]
+
+
+def test_the_four_installer_targets_share_one_install_step():
+    proc = subprocess.run(["make", "-n", *INSTALLERS], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, env=make_env())
+    assert proc.returncode == 0, proc.stderr
+    for package in INSTALLERS.values():
+        assert f".ci/apt-install {package} " in proc.stdout, proc.stdout
+    assert "apt-get " not in proc.stdout, "a target calls apt-get itself"
+
+
+@pytest.mark.parametrize("target", ["sandbox", "browser", "hub-proxy"])
+def test_a_failed_install_is_one_line_naming_what_failed_and_how_by_hand(tmp_path, target):
+    """apt does not know the package even after `apt-get update`: one line says which
+    apt-get command failed with apt's error, and what to run by hand; apt waits for dpkg's
+    lock (120 s)."""
+    package = INSTALLERS[target]
+    proc, calls = run_make(tmp_path, target, FAKE_APT_INSTALL="unknown")
+    assert proc.returncode != 0
+    assert own_lines(proc.stdout) == []
+    assert own_lines(proc.stderr) == [
+        f"could not install {package}: `apt-get install -y {package}` failed (E: Unable to "
+        f"locate package {package}); install it by hand: sudo apt-get install {package}"]
+    # what is left of the 120 s bound (whole seconds of the shell's clock)
+    assert [step for _, step in apt_calls(calls)] == [f"install -y {package}", "update",
+                                                     f"install -y {package}"]
+    assert all(115 <= timeout <= 120 for timeout, _ in apt_calls(calls)), calls
+
+
+def test_a_lock_held_by_another_process_is_waited_for_then_named(tmp_path):
+    """Another process holds dpkg's lock throughout: one line says that the install waits
+    and for whom, then one line that it failed on the lock; no `apt-get update` meanwhile.
+    (APT_LOCK_WAIT=2: the bound, 120 s unless told.)"""
+    start = time.monotonic()
+    proc, calls = run_make(tmp_path, "browser", FAKE_APT_INSTALL="lock", APT_LOCK_WAIT="2")
+    assert proc.returncode != 0
+    assert own_lines(proc.stdout) == [
+        "waiting up to 2 s for apt's lock, held by process 4242 (unattended-upgr), to "
+        "install chromium"]
+    assert own_lines(proc.stderr) == [
+        "could not install chromium: `apt-get install -y chromium` failed (E: Unable to "
+        "acquire the dpkg frontend lock (/var/lib/dpkg/lock-frontend), is another process "
+        "using it?); install it by hand: sudo apt-get install chromium"]
+    assert calls and {step for _, step in apt_calls(calls)} == {"install -y chromium"}
+    assert 1 <= apt_calls(calls)[0][0] <= 2, calls
+    assert 1 <= time.monotonic() - start < 30
+
+
+def test_an_installed_package_is_reported_by_its_own_command(tmp_path):
+    proc, calls = run_make(tmp_path, "sandbox", FAKE_APT_INSTALL="ok")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout == "bubblewrap 0.0 (stand-in)\n" and proc.stderr == ""
+    [(timeout, step)] = apt_calls(calls)
+    assert step == "install -y bubblewrap" and 115 <= timeout <= 120
+
+
+def test_without_root_or_sudo_it_says_how_to_install_by_hand(tmp_path):
+    proc, calls = run_make(tmp_path, "sandbox", user_id=1000, FAKE_SUDO="deny",
+                           FAKE_APT_INSTALL="ok")
+    assert proc.returncode != 0 and calls == []
+    assert own_lines(proc.stdout) == []
+    assert own_lines(proc.stderr) == [
+        "bubblewrap is missing: install it (sudo apt-get install bubblewrap) to autograde"]
