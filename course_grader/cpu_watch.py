@@ -2,9 +2,9 @@
 
 The limit a student's code gets (`Execute.timeout`, per cell) is the CPU time that the kernel's
 processes use while the cell runs, which a busy machine does not change; wall time only
-backstops it (`CpuWatch.backstop`, several times the limit). A `CpuWatch` samples the kernel's
-process tree (the kernel, or the sandbox's launcher and everything under it) from /proc a few
-times a second while a cell runs:
+backstops it (`SafeExecute.backstop_factor` times the limit, in nbgrader_hooks). A `CpuWatch`
+samples the kernel's process tree (the kernel, or the sandbox's launcher and everything under
+it) from /proc a few times a second while a cell runs:
 
 * CPU time over the limit: the cell is interrupted (SIGINT to the kernel's process group, as
   jupyter_client does); if it has not stopped `grace` seconds later, the tree is killed;
@@ -70,10 +70,9 @@ def tree_times(pid: int) -> tuple[float, float]:
 class CpuWatch:
     """Enforce a CPU-time `limit` (seconds) on the process tree of `pid` while a cell runs."""
 
-    def __init__(self, pid: int | None, limit: float | None, *, backstop_factor: float = 3.0,
-                 grace: float = 15.0, interval: float = 0.25) -> None:
+    def __init__(self, pid: int | None, limit: float | None, *, grace: float = 15.0,
+                 interval: float = 0.25) -> None:
         self.pid, self.limit, self.grace, self.interval = pid, limit, grace, interval
-        self.backstop = None if not limit else limit * backstop_factor
         self.fired: str | None = None    # what the cell did that stopped it ("used more...")
         self._start = (0.0, 0.0, 0.0)
         self._stop = threading.Event()

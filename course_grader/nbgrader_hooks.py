@@ -645,8 +645,7 @@ class SafeExecute(Execute):
     def _cpu_watch(self) -> CpuWatch:
         """A watch over the current kernel's processes, for one cell (`cpu_watch`)."""
         provisioner = getattr(self.km, "provisioner", None)
-        return CpuWatch(getattr(provisioner, "pid", None), self.timeout,
-                        backstop_factor=self.backstop_factor)
+        return CpuWatch(getattr(provisioner, "pid", None), self.timeout)
 
     def _get_timeout(self, cell):
         """nbclient's wall-clock timeout is the backstop; the limit is in CPU time."""
