@@ -193,7 +193,8 @@ CPU_AT_START = pytest.StashKey[float]()
 # files that start kernels, sandboxes, servers or a browser, which wait on them in part, next;
 # the unit tests last, short and bound by CPU, so that they fill the end of the run on both
 # cores instead of a file that waits on a server running alone there.
-LONGEST_FIRST = ("tests/notebooks/test_lectures.py", "tests/course_grader/test_adversarial.py",
+LONGEST_FIRST = ("tests/notebooks/test_lectures.py", "tests/notebooks/test_questions.py",
+                 "tests/course_grader/test_adversarial.py",
                  "tests/course_grader/test_autograde.py", "tests/notebooks/test_release.py",
                  "tests/course_grader/test_site.py", "tests/course_grader/test_edition.py")
 WITH_PROCESSES = ("tests/course_grader/", "tests/notebooks/")
