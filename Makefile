@@ -171,15 +171,15 @@ release: $(STAMP)
 
 # What students receive: dist/student/ and dist/student.zip, with the lectures, the release,
 # course_utils and a set-up of their own, and nothing of solutions/ or the grader
-# (course_grader/edition.py; it refuses to finish if it finds a hidden-test line).
+# (course_publish/edition.py; it refuses to finish if it finds a hidden-test line).
 student-edition: release
-	$(BIN)/python -m course_grader.edition --out dist/student --zip
+	$(BIN)/python -m course_publish.edition --out dist/student --zip
 
-# The course as an offline HTML book in site/ (course_grader/site.py): the README's home page,
+# The course as an offline HTML book in site/ (course_publish/site.py): the README's home page,
 # every lecture with its stored outputs (never executed), every exercise of the release, the
 # instructors' guide; MathJax and the theme are copied in, nothing is fetched from the network.
 site: $(STAMP)
-	$(BIN)/python -m course_grader.site --out site
+	$(BIN)/python -m course_publish.site --out site
 
 # The gradebook must know each assignment's source cells before it can grade, so grading
 # starts by releasing the units it grades (deterministic: exercises/ does not change): UNIT,

@@ -196,7 +196,7 @@ CPU_AT_START = pytest.StashKey[float]()
 LONGEST_FIRST = ("tests/notebooks/test_lectures.py", "tests/notebooks/test_questions.py",
                  "tests/course_grader/test_adversarial.py",
                  "tests/course_grader/test_autograde.py", "tests/notebooks/test_release.py",
-                 "tests/course_grader/test_site.py", "tests/course_grader/test_edition.py")
+                 "tests/course_publish/test_site.py", "tests/course_publish/test_edition.py")
 WITH_PROCESSES = ("tests/course_grader/", "tests/notebooks/")
 
 

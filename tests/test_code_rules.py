@@ -1,5 +1,5 @@
-"""Two rules of the course's own code (`course_utils`, `course_grader`) that keep it easy to
-carry on:
+"""Two rules of the course's own code (`course_utils`, `course_grader`, `course_publish`) that
+keep it easy to carry on:
 
 * **no private name crosses a module**: a module may use its own `_helpers`, but what another
   module needs is public (named without the underscore, and documented), so that it can be
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-OURS = ("course_utils", "course_grader")
+OURS = ("course_utils", "course_grader", "course_publish")
 MODULES = sorted(p for package in OURS for p in (ROOT / package).rglob("*.py"))
 LIMIT = 60
 REASON = "# Long on purpose:"

@@ -18,7 +18,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("course_utils", "course_grader")
+PACKAGES = ("course_utils", "course_grader", "course_publish")
 # conda-forge names that differ from the PyPI names
 CONDA_TO_PYPI = {"pytorch-cpu": "torch", "pytorch": "torch"}
 

@@ -1,6 +1,6 @@
 """The course as a website: an offline HTML book of every lecture and exercise.
 
-    python -m course_grader.site [--out site]
+    python -m course_publish.site [--out site]
 
 writes a static book that a browser reads from the folder itself (file://) or from any web
 server, with nothing fetched from the network:
@@ -25,7 +25,7 @@ bundles its own scripts, styles and icons. A figure's alt text is the descriptio
 cell carries in `{"mystnb": {"image": {"alt": "..."}}}`.
 
 `leaks(site)` lists every hidden-test or solution line that the built pages show; the build
-refuses to finish when it finds one (see tests/course_grader/test_site.py).
+refuses to finish when it finds one (see tests/course_publish/test_site.py).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from pathlib import Path
 
 import nbformat
 
-from course_grader.edition import MIN_SECRET_LINE, hidden_test_lines
+from course_publish.edition import MIN_SECRET_LINE, hidden_test_lines
 
 __all__ = ["Unit", "build", "leaks", "main", "page_text", "readme_section", "secret_lines",
            "units", "write_sources"]
@@ -326,7 +326,7 @@ def build(out: Path, lectures: Path = ROOT / "lectures", exercises: Path = ROOT 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_grader.site",
+    parser = argparse.ArgumentParser(prog="python -m course_publish.site",
                                      description="Build the course as an offline HTML book.")
     parser.add_argument("--out", default=str(ROOT / "site"),
                         help="where to write the book (default: site/)")

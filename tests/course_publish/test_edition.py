@@ -1,4 +1,4 @@
-"""The student edition (`make student-edition`, course_grader.edition): what it holds, what it
+"""The student edition (`make student-edition`, course_publish.edition): what it holds, what it
 must never hold, and that it installs and runs on its own in a fresh virtual environment."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import nbformat
 import pytest
 from conftest import ROOT, UNITS, nbgrader_meta, read, solved
 
-from course_grader import edition
+from course_publish import edition
 
 LECTURE = "00_attention_as_lookup"
 
@@ -51,7 +51,7 @@ def test_it_holds_what_a_student_needs(built):
 
 def test_it_holds_nothing_of_the_graders(built):
     names = {p.name for p in built.rglob("*")}
-    for secret in ("solutions", "course_grader", "tests", "gradebook.db", ".ci",
+    for secret in ("solutions", "course_grader", "course_publish", "tests", "gradebook.db", ".ci",
                    "jupyterhub_config.py", "environment.yml"):
         assert secret not in names, secret
     config = (built / "nbgrader_config.py").read_text()
@@ -92,7 +92,7 @@ def test_its_dependencies_are_the_instructors(built):
 
 def test_make_student_edition_writes_the_folder_and_a_zip(tmp_path):
     out = tmp_path / "student"
-    proc = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-m", "course_grader.edition",
+    proc = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-m", "course_publish.edition",
                            "--out", str(out), "--zip"], cwd=ROOT, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr

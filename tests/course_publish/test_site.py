@@ -1,4 +1,4 @@
-"""`make site`: the course as an offline HTML book (course_grader/site.py), built once into a
+"""`make site`: the course as an offline HTML book (course_publish/site.py), built once into a
 temporary folder and read in a real browser (Debian's chromium, driven by Playwright), from
 file:// and from a local HTTP server. Every request that is neither a file of the site nor
 the local server is blocked and recorded; a screenshot of every page is kept in the test's
@@ -22,8 +22,8 @@ from markdown_it import MarkdownIt
 from mdit_py_plugins.amsmath import amsmath_plugin
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
-from course_grader.edition import hidden_test_lines
-from course_grader.site import build, leaks, page_text, readme_section, units
+from course_publish.edition import hidden_test_lines
+from course_publish.site import build, leaks, page_text, readme_section, units
 
 UNITS = units()
 LECTURES = [u.lecture for u in UNITS if u.lecture is not None]

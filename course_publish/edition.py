@@ -1,6 +1,6 @@
 """The student edition: what a student receives, and nothing of the grader's.
 
-    python -m course_grader.edition [--out dist/student] [--zip]
+    python -m course_publish.edition [--out dist/student] [--zip]
 
 writes a folder that holds the lectures (with their outputs), the released exercises, the
 `course_utils` package, a README for students, a Makefile whose `make lab` sets everything up
@@ -8,10 +8,11 @@ writes a folder that holds the lectures (with their outputs), the released exerc
 edition` marks, so the two cannot drift), a pyproject.toml for course_utils alone, a
 requirements.lock that pins the course's runtime packages as installed here, and a student's
 nbgrader_config.py (course id and exchange folder). Not in it: `solutions/`, hidden tests,
-`course_grader`, the instructor's configuration, the gradebook, submissions, the test suite.
+`course_grader` and this package, the instructor's configuration, the gradebook, submissions,
+the test suite.
 
 `leaks(folder)` lists what of the grader's a folder holds; the build refuses to finish when it
-finds anything (see tests/course_grader/test_edition.py).
+finds anything (see tests/course_publish/test_edition.py).
 """
 
 from __future__ import annotations
@@ -121,8 +122,8 @@ def leaks(folder: Path, public: tuple[Path, ...] = ()) -> list[str]:
     hidden test may share a line with: course_utils, whose functions tests call). Empty when
     the folder is fit for students."""
     found = [str(p.relative_to(folder)) for p in folder.rglob("*")
-             if p.name in ("solutions", "course_grader", "gradebook.db", "submitted",
-                           "autograded", "feedback", "tests", "jupyterhub_config.py")]
+             if p.name in ("solutions", "course_grader", "course_publish", "gradebook.db",
+                           "submitted", "autograded", "feedback", "tests", "jupyterhub_config.py")]
     sources = {nb.name for nb in (ROOT / "solutions").glob("*/*.ipynb")}
     for path in folder.rglob("*.ipynb"):
         nb = nbformat.read(path, as_version=4)
@@ -152,7 +153,7 @@ def build(out: Path) -> Path:
     shutil.copytree(ROOT / "exercises", out / "exercises", ignore=ignore)
     shutil.copytree(ROOT / "course_utils", out / "course_utils", ignore=ignore)
     shutil.copy2(TEMPLATES / "pyproject.toml", out / "pyproject.toml")
-    # stored as a template: in course_grader it would be a module that cannot be imported
+    # stored as a template: in this package it would be a module that cannot be imported
     shutil.copy2(TEMPLATES / "nbgrader_config.py.template", out / "nbgrader_config.py")
     (out / "README.md").write_text(_readme())
     (out / "Makefile").write_text(_makefile())
@@ -167,7 +168,7 @@ def build(out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m course_grader.edition",
+    parser = argparse.ArgumentParser(prog="python -m course_publish.edition",
                                      description="Build the student edition of the course.")
     parser.add_argument("--out", default=str(ROOT / "dist" / "student"))
     parser.add_argument("--zip", action="store_true", help="also write <out>.zip")
