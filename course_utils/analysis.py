@@ -6,9 +6,9 @@ maps of layer l (rows = queries, summing to 1 over the keys); "real" tokens are
 those of `attention_mask` (B, T) bool, True = real, False = padding.
 
 Attention to chosen tokens (Clark et al., 2019, "What does BERT look at?"), for each layer
-and head, over the real queries i of every sentence b (N of them in the batch):
+and head, the mean over the real queries i of every sentence b of the batch:
 
-    to_tokens[l, r] = 1/N sum_{b, i real} sum_{j real, ids[b, j] in token_ids} a^(l, r)_bij
+    to_tokens[l, r] = mean_{b, i real} sum_{j real, ids[b, j] in token_ids} a^(l, r)_bij
 
 Pattern types (Kovaleva et al., 2019, "Revealing the dark secrets of BERT"): vertical
 (stripes on [CLS]/[SEP]), diagonal (the previous/next token), vertical+diagonal, block
@@ -34,22 +34,24 @@ reads as diagonal. A random map whose rows each pick one key is misread about 1-
 over 14-16 tokens (the specials and the band are a third of the keys), hardly ever over 22.
 
 Norm-based attention (Kobayashi et al., 2020, "Attention is not only a weight"): with
-f^r(x) = (x W_V^r + b_V^r) W_O^r, head r's value mapped by its d_k rows of W^O (columns
-r d_k .. (r + 1) d_k - 1 of `w_o.weight`, which is (out, in)), the attention output is
+f_r(x) = (x W^V_r + b^V_r) W^O_r, head r's value mapped by its d_k rows of W^O (columns
+r d_k .. (r + 1) d_k - 1 of `w_o.weight`, which is (out, in)), the multi-head attention's
+output at position i is
 
-    y_i = sum_r sum_j a^r_ij f^r(x_j) + b_O,   and   ||a^r_ij f^r(x_j)|| = a^r_ij ||f^r(x_j)||
+    MultiHead(X)_i = sum_r sum_j a^r_ij f_r(x_j) + b^O,   ||a^r_ij f_r(x_j)|| = a^r_ij ||f_r(x_j)||
 
-so a large weight on a key whose transformed value is short moves y_i little.
+so a large weight on a key whose transformed value is short moves that output little.
 
-Syntax (Clark et al., 2019): for a (query word, target word) pair — in the paper a dependent
-and its head word; here any direction, named as query -> target — the attention from the
-query's first piece to word w is the sum over w's pieces; the head "gets it right" when the
-word with most attention (special tokens and the query itself excluded, ties to the lower word
-index) is the target (any of them, when pairs share a query word). Baselines: a fixed offset
-(target = query + k; Clark et al. report the best k), and the adjacent word (the next one; the
-previous one for the last word of the sentence). The best of the L n_heads heads is picked on
-one set of sentences and reported on another (`choose_and_report`), and the offset likewise
-(`held_out_offset`).
+Syntax (Clark et al., 2019): for a (query word, target word) pair, named query -> target and
+each direction reported on its own (the paper scores every head both ways, the word a dependent
+attends to most and the word attending most to the dependent, and keeps the better per
+relation), the attention from the query's first piece to word w is the sum over w's pieces; the
+head "gets it right" when the word with most attention (special tokens and the query itself
+excluded, ties to the lower word index) is the target (any of them, when pairs share a query
+word). Baselines: a fixed offset (target = query + offset, the best one reported; Clark et al.
+try -3 .. +2), and the adjacent word (the next one; the previous one for the last word of the
+sentence). The best of the L n_heads heads is picked on one set of sentences and reported on
+another (`choose_and_report`), and the offset likewise (`held_out_offset`).
 
 Switching heads off (Michel et al., 2019, "Are sixteen heads really better than one?"):
 `heads_off_mask` builds the (L, n_heads) head_mask of `course_utils.bert.Bert` (1 keeps a
@@ -301,16 +303,16 @@ def _require_attention_input(attn, x) -> None:
 
 
 def _transformed_values(attn: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
-    """f^r(x_j) = (x_j W_V^r + b_V^r) W_O^r for every head r and position j:
+    """f_r(x_j) = (x_j W^V_r + b^V_r) W^O_r for every head r and position j:
     (B, n_heads, T, d_model)."""
-    v = split_heads(attn.w_v(x), attn.n_heads)  # (B, n_heads, T, d_k), b_V included
+    v = split_heads(attn.w_v(x), attn.n_heads)  # (B, n_heads, T, d_k), b^V included
     # w_o.weight is (d_model out, d_model in); head r feeds inputs r d_k .. (r + 1) d_k - 1
     w_o = attn.w_o.weight.reshape(attn.d_model, attn.n_heads, attn.d_k)  # (d_model, n_heads, d_k)
     return torch.einsum("bhtk,dhk->bhtd", v, w_o)  # (B, n_heads, T, d_model)
 
 
 def value_vectors(attn: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
-    """f^r(x_j) = (x_j W_V^r + b_V^r) W_O^r: (B, n_heads, T, d_model), what key j adds to the
+    """f_r(x_j) = (x_j W^V_r + b^V_r) W^O_r: (B, n_heads, T, d_model), what key j adds to the
     attention output through head r at weight 1 (value_norms gives their lengths)."""
     _require_attention_input(attn, x)
     with torch.no_grad():
@@ -318,7 +320,7 @@ def value_vectors(attn: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
 
 
 def value_norms(attn: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
-    """||f^r(x_j)||: (B, n_heads, T), the length of what key j would add through head r at weight 1.
+    """||f_r(x_j)||: (B, n_heads, T), the length of what key j would add through head r at weight 1.
     x (B, T, d_model) is the input of the attention (hidden_states[l] for layer l).
     Kobayashi et al. (2020), "Attention is not only a weight"."""
     _require_attention_input(attn, x)
@@ -328,7 +330,7 @@ def value_norms(attn: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
 
 def norm_weighted_attention(attn: MultiHeadAttention, x: torch.Tensor,
                             mask: torch.Tensor | None = None) -> torch.Tensor:
-    """||a^r_ij f^r(x_j)|| = a^r_ij ||f^r(x_j)||: (B, n_heads, T, T), rows = queries, a = attn's
+    """||a^r_ij f_r(x_j)|| = a^r_ij ||f_r(x_j)||: (B, n_heads, T, T), rows = queries, a = attn's
     own self-attention weights on x (B, T, d_model). mask: (B, T) bool, True = real token
     (any 2-d mask is read so), or a bool mask broadcastable to (B, n_heads, T, T), True = may
     attend. Kobayashi et al. (2020), "Attention is not only a weight"."""
@@ -389,8 +391,8 @@ def relation_accuracy(attentions, word_ids, relations,
     """(L, n_heads) float64: for each head, the fraction of queries for which the word that the
     query word's first piece attends to most (its pieces' weights summed; special tokens and
     the query word itself excluded; ties to the lower word index) is its target word. Clark et
-    al. (2019), "What does BERT look at?", section 4, where the query is a dependent and the
-    target its head word; any direction can be measured (a verb as the query, its object as
+    al. (2019), "What does BERT look at?", section 4, with a dependent as the query and its
+    head word as the target; any direction can be measured (a verb as the query, its object as
     the target), and pairs that share a query word form one query, right when it picks any
     of their targets (a verb with two subjects).
 
@@ -455,7 +457,8 @@ def offset_baseline(relations, offset: int) -> float:
 
 def best_offset_baseline(relations, max_offset: int = 3) -> tuple[int, float]:
     """(offset, accuracy) of the best fixed offset in -max_offset .. max_offset (0 left out;
-    ties to the offset listed first, -max_offset upwards): Clark et al.'s baseline."""
+    ties to the offset listed first, -max_offset upwards): Clark et al.'s baseline, whose
+    offsets run from -3 to +2."""
     require_int(max_offset, "max_offset")
     scores = [(offset_baseline(relations, k), -i, k)
               for i, k in enumerate(range(-max_offset, max_offset + 1)) if k]
