@@ -43,6 +43,11 @@ c.CourseDirectory.feedback_directory = "feedback"
 GRADEBOOK = Path(__file__).resolve().parent / "gradebook.db"
 c.CourseDirectory.db_url = os.environ.get("COURSE_DB_URL") or f"sqlite:///{GRADEBOOK}?timeout=120"
 
+# Validate: the exercise's last cell (grading.summary) says which tasks pass, not started or
+# why they fail, in one line each; it is not a graded cell, so Validate must look at every
+# cell (course_utils/grading/validation.py).
+c.Validator.validate_all = True
+
 # What a student sees in place of a solution.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"

@@ -12,6 +12,8 @@ what came back, what was expected, and a hint about the usual mistake.
         ...
     with grading.substitute(additive_attention=correct_one):   # judge a function alone
         ...
+    grading.summary("softmax", "weighted_average")   # the last cell: where Validate says
+                                                     # which tasks pass (validation.py)
 
 The same test cells run in two places. In the student's own kernel (JupyterLab, Validate)
 everything here runs directly. When a submission is autograded, test cells run in the
@@ -49,6 +51,7 @@ __all__ = [
     "rtol_for",
     "seeded",
     "substitute",
+    "summary",
     "wrap_message",
 ]
 
@@ -646,3 +649,9 @@ def _install_brief_display() -> None:
 
 
 _install_brief_display()
+
+# Validate's account of the tasks (validation.py reads GradingFailure, defined above).
+from course_utils.grading import validation  # noqa: E402
+from course_utils.grading.validation import summary  # noqa: E402
+
+validation.install()
