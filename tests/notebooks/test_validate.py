@@ -5,9 +5,11 @@ source or a traceback (course_utils/grading/validation.py)."""
 
 from __future__ import annotations
 
+import ast
+
 import nbformat
 import pytest
-from conftest import ROOT, jupyter, nbgrader_meta, solved
+from conftest import ROOT, UNITS, is_graded_test, jupyter, nbgrader_meta, read, solved
 from nbgrader.validator import Validator
 from traitlets.config.loader import PyFileConfigLoader
 
@@ -100,3 +102,22 @@ def test_the_validate_dialog_in_jupyterlab_shows_where_the_student_stands(tmp_pa
     assert "weighted_average: not started" in text and "soft_lookup: not started" in text
     assert "check_tensor" not in text and "Traceback" not in text, text
     assert height < 400, f"the dialog's message is {height} px tall"
+
+
+@pytest.mark.parametrize("unit", UNITS)
+def test_the_summary_cell_lists_every_task_the_exercise_asks_for(unit):
+    """The last test of an exercise is followed by grading.summary(...) naming, in order, the
+    functions its solution cells define: the tasks Validate gives a line each."""
+    cells = read(ROOT / "solutions" / unit / f"{unit}.ipynb").cells
+    tasks = [node.name for cell in cells if nbgrader_meta(cell).get("solution")
+             and cell.cell_type == "code"
+             for node in ast.parse(cell.source).body if isinstance(node, ast.FunctionDef)]
+    summaries = [i for i, c in enumerate(cells) if "grading.summary(" in c.source]
+    assert len(summaries) == 1, f"{unit}: {len(summaries)} cells call grading.summary"
+    cell = cells[summaries[0]]
+    call = next(n for n in ast.walk(ast.parse(cell.source)) if isinstance(n, ast.Call))
+    assert [a.value for a in call.args] == tasks
+    meta = nbgrader_meta(cell)
+    assert meta.get("locked") and not meta.get("grade") and not meta.get("solution")
+    last_test = max(i for i, c in enumerate(cells) if is_graded_test(c))
+    assert summaries[0] == last_test + 1, f"{unit}: the summary must follow the last test"
