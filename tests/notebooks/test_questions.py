@@ -3,8 +3,8 @@
 A lecture ends with "## Questions"; some are marked *Experiment.* and others quote code to call.
 For each such question, `QUESTIONS` in its lecture's module of `lecture_specs` holds what a
 student would do, read from the question's text: code to type (a string), or a lecture cell to
-run again, found by a line of its source and edited as the question says (`Rerun`). The test executes the lecture, then each question in turn
-in the same kernel, and fails when
+run again, found by a line of its source and edited as the question says (`Rerun`). The test
+executes the lecture, then each question in turn in the same kernel, and fails when
 
 * a step raises (a question whose code does not run as written),
 * `changed` evaluates to the same value after the steps as before them (a question whose change
