@@ -22,7 +22,7 @@ LAB_ARGS ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup lab test check lectures tiny-bert translators release student-edition site autograde report sandbox browser feedback bench bench-autograde lock clean
+.PHONY: help setup lab test check lectures tiny-bert translators release student-edition site autograde report similarity sandbox browser feedback bench bench-autograde lock clean
 
 help:
 	@echo "make lab        set up (if needed) and open JupyterLab on the course"
@@ -45,6 +45,8 @@ help:
 	@echo "make grading-scheduler [HOST=IP] / grading-worker SCHEDULER=tls://IP:8786  a Dask"
 	@echo "                cluster to grade on (mutual TLS with those certificates)"
 	@echo "make report     class report: totals, most-failed tests, histogram, CSV (reports/)"
+	@echo "make similarity UNIT=U  answers compared across the class and with the reference code"
+	@echo "                (reports/similarity_U.html and .csv; pairs go to make report's flags)"
 	@echo "make collect-zip ZIP=file.zip UNIT=<unit>  a Canvas submissions zip into submitted/"
 	@echo "make export-grades  grades for the LMS: reports/grades.csv (nbgrader export)"
 	@echo "make sandbox    install bubblewrap, which the grading sandbox needs"
@@ -177,7 +179,7 @@ student-edition: release
 
 # The course as an offline HTML book in site/ (course_publish/site.py): the README's home page,
 # every lecture with its stored outputs (never executed), every exercise of the release, the
-# instructors' guide; MathJax and the theme are copied in, nothing is fetched from the network.
+# guides (course_publish/guides/); MathJax and the theme are copied in, nothing is fetched.
 site: $(STAMP)
 	$(BIN)/python -m course_publish.site --out site
 
@@ -231,6 +233,13 @@ grading-worker: $(STAMP) sandbox
 	@test -n "$(SCHEDULER)" || { echo "usage: make grading-worker SCHEDULER=tls://HOST:8786"; exit 2; }
 	$(BIN)/python -m course_grader.cluster worker $(SCHEDULER) --certs $(CERTS) \
 		--nthreads $$(nproc)
+
+# Each answer of a unit compared with every other student's and with the reference code
+# (course_grader/similarity.py, copydetect): an HTML page and a CSV in reports/; the pairs at
+# or above THRESHOLD (a share of the answer, default 0.5) become flags in make report.
+similarity: $(STAMP)
+	@test -n "$(UNIT)" || { echo "usage: make similarity UNIT=<unit> [THRESHOLD=0.5]"; exit 2; }
+	$(BIN)/python -m course_grader.similarity $(UNIT) --out reports $(if $(THRESHOLD),--threshold $(THRESHOLD))
 
 # Per-student totals, per-item failure rates, a histogram and CSV files in reports/.
 report: $(STAMP)

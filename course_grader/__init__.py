@@ -21,6 +21,7 @@ convention, `course_utils.grading`, and what a unit allows), never this package:
     cluster_certs   the cluster's certificates: mutual TLS with the course's own authority
     lms             Canvas's submissions zip in, grades out as a CSV
     report          the class report (`make report`): totals, most-failed tests, CSV
+    similarity      answers compared across a class and with the reference code (copydetect)
     corpus          hostile and broken submissions, each with the score it must get
     benchmark       grading time per submission (`make bench-autograde`)
     feedback_templates  the HTML template of feedback, with no script from the network

@@ -1,7 +1,8 @@
 """The instructor's report: who scored what, and which tests students fail most.
 
 Reads nbgrader's gradebook (`<course>/gradebook.db`, opened read-only) and, when the autograde
-driver left one, `<course>/autograde_status/<unit>.json`; writes per unit that someone handed
+driver left one, `<course>/autograde_status/<unit>.json` (and `make similarity`'s notes,
+`<course>/similarity/<unit>.json`, added to the flags); writes per unit that someone handed
 in, into `<out>`:
 
     <unit>_students.csv    one row per student: total, percent, each item's score, status, reason,
@@ -59,6 +60,7 @@ __all__ = [
 
 GRADEBOOK = "gradebook.db"
 STATUS_DIR = "autograde_status"
+SIMILARITY_DIR = "similarity"  # course_grader.similarity's notes, <unit>.json
 UNGRADED = "ungraded"
 # course_grader.autograde's status of a submission the grading machine failed to grade: it
 # was not recorded, so the gradebook holds its earlier grade or none
@@ -156,6 +158,20 @@ def _read_status(course_dir: Path, unit: str) -> dict[str, dict]:
     return data
 
 
+def similarity_flags(course_dir: Path, unit: str) -> dict[str, list[str]]:
+    """The notes `make similarity` left for `unit` (course_grader.similarity), by student; {}
+    when it left none or they cannot be read."""
+    path = Path(course_dir) / SIMILARITY_DIR / f"{unit}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(student): [n for n in notes if isinstance(n, str)]
+            for student, notes in data.items() if isinstance(notes, list)}
+
+
 def _percent(score: float | None, max_score: float | None) -> float | None:
     if score is None or not max_score:
         return None
@@ -216,6 +232,7 @@ def collect(course_dir, unit: str) -> UnitReport:
     items.sort(key=lambda i: (i.failure_rate is None, -(i.failure_rate or 0.0), i.item, i.notebook))
 
     status = _read_status(course_dir, unit)
+    similar = similarity_flags(course_dir, unit)
     students = []
     for student in sorted(set(per_student) | set(status)):
         verdict = status.get(student, {})
@@ -226,7 +243,8 @@ def collect(course_dir, unit: str) -> UnitReport:
             percent=_percent(score, max_score),
             scores={columns[key]: value for key, value in per_student.get(student, {}).items()},
             status=str(verdict.get("status", "")), reason=str(verdict.get("reason", "")),
-            flags=[str(f) for f in verdict.get("flags", []) if isinstance(f, str)],
+            flags=[str(f) for f in verdict.get("flags", []) if isinstance(f, str)]
+            + similar.get(student, []),
         ))
     return UnitReport(unit=unit, max_score=max_score, students=students, items=items)
 

@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("course_utils", "course_grader", "course_publish")
 # conda-forge names that differ from the PyPI names
 CONDA_TO_PYPI = {"pytorch-cpu": "torch", "pytorch": "torch"}
+# dependencies of pyproject.toml that conda-forge does not have: environment.yml's pip section
+PYPI_ONLY = ("copydetect",)
 
 
 def pyproject_requirements() -> dict[str, SpecifierSet]:
@@ -35,7 +37,11 @@ def conda_requirements() -> dict[str, SpecifierSet]:
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     found = {}
     for dep in env["dependencies"]:
-        if isinstance(dep, dict):  # the pip: section installs the course package itself
+        if isinstance(dep, dict):  # the pip: section: the course package and PyPI-only ones
+            for line in dep.get("pip", []):
+                match = re.fullmatch(r"([A-Za-z0-9_.\-]+)\s*([<>=!,.\d\s*]*)", line)
+                if match and match.group(1) in PYPI_ONLY:
+                    found[canonicalize_name(match.group(1))] = SpecifierSet(match.group(2))
             continue
         match = re.fullmatch(r"([A-Za-z0-9_.\-]+)\s*([<>=!,.\d\s*]*)", dep)
         assert match, f"cannot parse conda dependency {dep!r}"
