@@ -191,3 +191,20 @@ def test_seconds_per_step_times_a_copy_and_leaves_the_model_alone(task):
         assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     with pytest.raises(ValueError, match="loss"):
         seconds_per_step(torch.nn.Linear(2, 2), batch)
+
+def test_with_training_changes_only_the_training_settings_and_is_not_loaded():
+    """Lecture 04's third question trains the dot model for twice the budget: the recipe it
+    passes differs in the epochs alone, the shipped recipe is left as it was, and the loader
+    refuses the longer recipe (its models are not the shipped ones)."""
+    longer = unit03.UNIT04.with_training(epochs=8)
+    assert longer.training == {**unit03.UNIT04.training, "epochs": 8}
+    assert unit03.UNIT04.training["epochs"] == 4
+    assert (longer.task, longer.sizes, longer.variants, longer.shipped, longer.path) == (
+        unit03.UNIT04.task, unit03.UNIT04.sizes, unit03.UNIT04.variants,
+        unit03.UNIT04.shipped, unit03.UNIT04.path)
+    with pytest.raises(ValueError, match=r"recipe .*make translators"):
+        unit03.load("dot", recipe=longer)
+    with pytest.raises(ValueError, match=r"changes the settings \['batch_size', 'epochs', "
+                                         r"'lr', 'schedule'\]; got \['epoch'\]"):
+        unit03.UNIT04.with_training(epoch=8)
+

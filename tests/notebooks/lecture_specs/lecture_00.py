@@ -15,7 +15,10 @@ QUESTIONS: dict[int, Question] = {
                Rerun("scales = [0.0, 1.0, 4.0, 20.0]"),
                "cosines = F.cosine_similarity(keys, query[None], dim=1)"),
         changed="alpha.shape[-1]",
-        check="len(cosines) == len(animals) == 7"),
+        # at scale 20 the elephant (dot product 2, as the horse's and the cow's) takes a third
+        # of the weight, while its cosine is the lowest of the three
+        check="len(cosines) == len(animals) == 7 and abs(float(w[-1]) - 1 / 3) < 0.01"
+              " and float(cosines[-1]) < min(float(cosines[2]), float(cosines[3]))"),
     3: Question(
         steps=("extreme = torch.tensor([-1000.0, -999.0])",
                "naive, stable = naive_softmax(extreme), softmax(extreme)"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import Claim, Question, timing
+from . import Claim, Question, Rerun, timing
 
 PARAMETER_FREE = ("dot", "scaled_dot", "cosine")  # lecture 04's score functions without weights
 LEARNED = ("additive", "multiplicative")
@@ -64,9 +64,30 @@ CLAIMS: list[Claim] = [
     # 5.375 / 2.643 (timings: only margins far larger than the noise of a busy machine)
     timing("PyTorch's attention faster than the course's on long sequences",
           "seconds['course_utils SDPA'][-1] / seconds['torch SDPA'][-1]", 1.1),
+    # (timing) the slope that section 5's legend fits to PyTorch's times over T = 1024 .. 4096
+    timing("PyTorch's kernel: time close to T^2 at the largest lengths",
+           "loglog_slope(sequence_lengths[-3:], seconds['torch SDPA'][-3:])", 1.6, 2.4),
     # 58.33 / 39.53 before the course's softmax got its own backward; then 1.36 (default)
     timing("additive scores cost more than 10 times the matrix form at T = 512",
           "seconds['additive scores'][-1] / seconds['course_utils SDPA'][3]", 10.0),
 ]
 
-QUESTIONS: dict[int, Question] = {}
+QUESTIONS: dict[int, Question] = {
+    # Entries of standard deviation 0.58, as the GRU states: the unscaled softmax saturates
+    # later, the scaled one is nearly uniform at every width.
+    2: Question(
+        steps=(Rerun("n_keys, n_trials = 10, 1000", (
+            ("q = torch.randn(n_trials, 1, d_k)", "q = 0.58 * torch.randn(n_trials, 1, d_k)"),
+            ("k = torch.randn(n_trials, n_keys, d_k)",
+             "k = 0.58 * torch.randn(n_trials, n_keys, d_k)"))),),
+        changed="round(max_weight['unscaled'][4], 3)",
+        check="max_weight['scaled'][-1] < 0.2 < max_weight['unscaled'][-1]"),
+    # The dot model for 8 epochs (376 steps, about 20 CPU-s), then the table and the statistics.
+    3: Question(
+        steps=('models["dot"], histories["dot"] = train_variant(number_task, "dot", '
+               'recipe=UNIT04.with_training(epochs=8))',
+               Rerun("results = {}"),
+               Rerun("def attention_statistics(model, data):")),
+        changed="results['dot']['exact match']",
+        check="len(histories['dot'].loss) == 2 * steps and attention_stats['dot'][0] > 0"),
+}
