@@ -9,13 +9,14 @@ server, with nothing fetched from the network:
 * one page per lecture, `lectures/NN_*.ipynb`, with its stored outputs (never executed);
 * one page per exercise, `exercises/NN_*/*.ipynb`: the student release (task text and visible
   tests), never `solutions/`;
-* the instructors' guide: the README's section "For instructors".
+* one page per guide, `course_publish/guides/*.md` (instructors, contributors, data), under
+  the heading "Guides".
 
-Every notebook page starts with a note on how to open it in JupyterLab (`make lab`, the file's
-path) and a link to the unit's other page (lecture to exercise and back); the sidebar, the
-previous/next links and the search come with the theme. The table of contents is made from
-the folders, so a new unit (`lectures/09_*.ipynb`, `exercises/09_*/`) gets its pages without
-editing anything here.
+Every page starts with a note on how to open it in JupyterLab (`make lab`, the file's path),
+and a notebook page links to the unit's other page (lecture to exercise and back); the
+sidebar, the previous/next links and the search come with the theme. The table of contents is
+made from the folders, so a new unit (`lectures/10_*.ipynb`, `exercises/10_*/`) or a new guide
+gets its pages without editing anything here.
 
 The book is built with Sphinx, myst-nb and sphinx-book-theme, the stack that jupyter-book 1.x
 drives, called directly: jupyter-book 1.x caps myst-parser below 3, which needs an older
@@ -46,10 +47,11 @@ import nbformat
 
 from course_publish.edition import MIN_SECRET_LINE, hidden_test_lines
 
-__all__ = ["Unit", "build", "leaks", "main", "page_text", "readme_section", "secret_lines",
-           "units", "write_sources"]
+__all__ = ["GUIDES", "Unit", "build", "guides", "leaks", "main", "page_text", "readme_section",
+           "secret_lines", "units", "write_sources"]
 
 ROOT = Path(__file__).resolve().parents[1]
+GUIDES = ROOT / "course_publish" / "guides"
 TITLE = "Attention, from a bag of words to BERT"
 MATHJAX = "sphinx-mathjax-offline/static/mathjax/tex-svg-full.js"  # in that distribution
 
@@ -72,6 +74,11 @@ def units(lectures: Path = ROOT / "lectures", exercises: Path = ROOT / "exercise
     for path in sorted(exercises.glob("[0-9]*/*.ipynb")):
         found.setdefault(path.parent.name.split("_")[0], {})["exercise"] = path
     return [Unit(number, **paths) for number, paths in sorted(found.items())]
+
+
+def guides(folder: Path = GUIDES) -> list[Path]:
+    """The guides in `folder` (`*.md`), in the order of their file names."""
+    return sorted(folder.glob("*.md"))
 
 
 def readme_section(text: str, title: str) -> str:
@@ -159,20 +166,26 @@ def _home_page(readme: str, found: list[Unit]) -> str:
                         readme_section(readme, "Notation")]) + "\n"
 
 
-def _instructors_page(readme: str) -> str:
-    """The README's "For instructors", one heading level up (its title is the page's)."""
-    section = re.sub(r"^#(#+) ", r"\1 ", readme_section(readme, "For instructors"), flags=re.M)
-    title, _, rest = section.partition("\n")
+def _guide_page(path: Path) -> str:
+    """A guide's markdown with a note under its title (its first `# ` line) naming its file."""
+    try:
+        shown = path.resolve().relative_to(ROOT)
+    except ValueError:
+        shown = path
     note = _note("Open this guide in JupyterLab",
-                 "Run `make lab` in the course folder and open `README.md`: this page is its "
-                 "section *For instructors*.")
-    return f"{title}\n\n{note}\n{rest}\n"
+                 f"Run `make lab` in the course folder and open `{shown}` (right-click, "
+                 "*Open With → Markdown Preview*, to read it formatted).")
+    lines = path.read_text().splitlines()
+    title = next((i for i, line in enumerate(lines) if line.startswith("# ")), None)
+    if title is None:
+        raise RuntimeError(f"{path} has no title (a first line '# ...')")
+    return "\n".join([*lines[:title + 1], "", note, *lines[title + 1:]]) + "\n"
 
 
-def _toc(pages: list[str]) -> str:
+def _toc(pages: list[str], guide_pages: list[str]) -> str:
     return "\n".join(["```{toctree}", ":hidden:", ":maxdepth: 1", ":caption: Units", "",
-                      *pages, "```", "", "```{toctree}", ":hidden:", ":caption: Instructors",
-                      "", "instructors", "```", ""])
+                      *pages, "```", "", "```{toctree}", ":hidden:", ":maxdepth: 1",
+                      ":caption: Guides", "", *guide_pages, "```", ""])
 
 
 def _conf(static: Path) -> str:
@@ -206,10 +219,11 @@ def _mathjax() -> Path:
     return path
 
 
-def write_sources(src: Path, found: list[Unit], readme: str) -> list[str]:
+def write_sources(src: Path, found: list[Unit], readme: str, guide_files: list[Path]
+                  ) -> list[str]:
     """The book's sources in `src`: conf.py, index.md (with the table of contents, from
-    `found`), instructors.md and a copy of every notebook with its note. Returns the pages in
-    reading order, as Sphinx names them."""
+    `found` and `guide_files`), a copy of every notebook and of every guide with its note.
+    Returns the pages in reading order, as Sphinx names them."""
     pages = []
     for unit in found:
         if unit.lecture is not None:
@@ -223,13 +237,17 @@ def write_sources(src: Path, found: list[Unit], readme: str) -> list[str]:
             nbformat.write(_with_note(unit.exercise, _exercise_note(unit)),
                            folder / unit.exercise.name)
             pages.append(f"exercises/{unit.exercise.parent.name}/{unit.exercise.stem}")
-    (src / "index.md").write_text(_home_page(readme, found) + "\n" + _toc(pages))
-    (src / "instructors.md").write_text(_instructors_page(readme))
+    guide_pages = []
+    for path in guide_files:
+        (src / "guides").mkdir(exist_ok=True)
+        (src / "guides" / path.name).write_text(_guide_page(path))
+        guide_pages.append(f"guides/{path.stem}")
+    (src / "index.md").write_text(_home_page(readme, found) + "\n" + _toc(pages, guide_pages))
     mathjax = _mathjax()
     (src / "_mathjax" / "mathjax").mkdir(parents=True)
     shutil.copy2(mathjax, src / "_mathjax" / "mathjax" / mathjax.name)
     (src / "conf.py").write_text(_conf(src / "_mathjax"))
-    return ["index", *pages, "instructors"]
+    return ["index", *pages, *guide_pages]
 
 
 class _Text(html.parser.HTMLParser):
@@ -257,9 +275,9 @@ def page_text(path: Path) -> str:
 
 
 def _public_text() -> str:
-    """Everything a student may read anyway: the README, the lectures (sources and
-    outputs) and the release."""
-    texts = [(ROOT / "README.md").read_text()]
+    """Everything a student may read anyway: the lectures (sources and outputs) and the
+    release. Not README nor the guides: they are pages of the site, checked like the rest."""
+    texts = []
     for path in sorted(ROOT.glob("lectures/*.ipynb")) + sorted(ROOT.glob("exercises/*/*.ipynb")):
         texts.append(path.read_text())   # JSON: the sources and every output, escaped
         texts += [cell.source for cell in nbformat.read(path, as_version=4).cells]
@@ -294,9 +312,10 @@ def leaks(site: Path, secrets: set[str] | None = None) -> list[str]:
 
 
 def build(out: Path, lectures: Path = ROOT / "lectures", exercises: Path = ROOT / "exercises",
-          readme: Path = ROOT / "README.md") -> Path:
-    """Build the book from the notebooks in `lectures` and `exercises` into `out` (replaced if
-    it exists) and return it. Refuses to finish if a page shows a secret line."""
+          readme: Path = ROOT / "README.md", guides_folder: Path = GUIDES) -> Path:
+    """Build the book from the notebooks in `lectures` and `exercises` and the guides in
+    `guides_folder` into `out` (replaced if it exists) and return it. Refuses to finish if a
+    page shows a secret line."""
     out = Path(out)
     found = units(lectures, exercises)
     if not found:
@@ -304,7 +323,7 @@ def build(out: Path, lectures: Path = ROOT / "lectures", exercises: Path = ROOT 
     with tempfile.TemporaryDirectory(prefix="course-site-") as work:
         src, html_dir = Path(work) / "src", Path(work) / "html"
         src.mkdir()
-        write_sources(src, found, readme.read_text())
+        write_sources(src, found, readme.read_text(), guides(guides_folder))
         proc = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", str(src),
                                str(html_dir)], capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:

@@ -100,6 +100,13 @@ def test_make_student_edition_writes_the_folder_and_a_zip(tmp_path):
     with zipfile.ZipFile(tmp_path / "student.zip") as archive:
         zipped = {n for n in archive.namelist() if not n.endswith("/")}
     assert zipped == {f"student/{p.relative_to(out)}" for p in out.rglob("*") if p.is_file()}
+    # the size the instructors' guide quotes, within a quarter
+    guide = (ROOT / "course_publish" / "guides" / "instructors.md").read_text()
+    quoted = re.search(r"`dist/student\.zip` \(about ([\d.]+) MB\)", guide)
+    assert quoted, "the instructors' guide no longer says how large the zip is"
+    megabytes = (tmp_path / "student.zip").stat().st_size / 1e6
+    assert abs(megabytes - float(quoted.group(1))) <= float(quoted.group(1)) / 4, \
+        f"the zip has {megabytes:.1f} MB; the guide says {quoted.group(0)}"
 
 
 def _run_notebook(python: Path, path: Path) -> nbformat.NotebookNode:

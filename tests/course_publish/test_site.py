@@ -23,11 +23,12 @@ from mdit_py_plugins.amsmath import amsmath_plugin
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from course_publish.edition import hidden_test_lines
-from course_publish.site import build, leaks, page_text, readme_section, units
+from course_publish.site import build, guides, leaks, page_text, readme_section, units
 
 UNITS = units()
 LECTURES = [u.lecture for u in UNITS if u.lecture is not None]
 EXERCISES = [u.exercise for u in UNITS if u.exercise is not None]
+GUIDES = guides()
 MATH_TOKENS = {"math_inline", "math_inline_double", "math_block", "math_block_label", "amsmath"}
 # MyST's own markdown parser settings for `$` math (dollarmath and amsmath, as the site enables)
 MARKDOWN = (MarkdownIt("commonmark").enable("table").use(dollarmath_plugin).use(amsmath_plugin))
@@ -42,7 +43,10 @@ def site(tmp_path_factory) -> Path:
 
 
 def page_of(path: Path) -> str:
-    """The site's page of a course file: lectures/X.ipynb -> lectures/X.html."""
+    """The site's page of a course file: lectures/X.ipynb -> lectures/X.html,
+    course_publish/guides/X.md -> guides/X.html."""
+    if path.parent == ROOT / "course_publish" / "guides":
+        return f"guides/{path.stem}.html"
     return str(path.relative_to(ROOT).with_suffix(".html"))
 
 
@@ -54,7 +58,8 @@ def markdown_math(markdown: str) -> int:
 
 
 def expected_math() -> dict[str, int]:
-    """Formulas per page: the markdown cells of its notebook, or its sections of the README."""
+    """Formulas per page: the markdown cells of its notebook, its sections of the README, or
+    its guide."""
     counts = {}
     for path in LECTURES + EXERCISES:
         cells = nbformat.read(path, as_version=4).cells
@@ -63,7 +68,8 @@ def expected_math() -> dict[str, int]:
     readme = (ROOT / "README.md").read_text()
     counts["index.html"] = markdown_math(readme.split("\n## ", 1)[0]) + sum(
         markdown_math(readme_section(readme, title)) for title in ("Units", "Notation"))
-    counts["instructors.html"] = markdown_math(readme_section(readme, "For instructors"))
+    for path in GUIDES:
+        counts[page_of(path)] = markdown_math(path.read_text())
     return counts
 
 
@@ -190,7 +196,7 @@ def server(site):
 
 def test_pages_load_the_same_from_a_local_web_server(browser, site, server):
     expected = expected_math()
-    names = ["index.html", page_of(LECTURES[-1]), page_of(EXERCISES[0]), "instructors.html"]
+    names = ["index.html", page_of(LECTURES[-1]), page_of(EXERCISES[0]), page_of(GUIDES[0])]
     visitor = Visitor(browser, base=server)
     try:
         for name in names:
@@ -248,8 +254,10 @@ def test_every_page_says_how_to_open_it_in_jupyterlab(site):
     for path in LECTURES + EXERCISES:
         text = page_text(site / page_of(path))
         assert "make lab" in text and str(path.relative_to(ROOT)) in text, path
-    for name in ("index.html", "instructors.html"):
-        assert "make lab" in page_text(site / name), name
+    for path in GUIDES:
+        text = page_text(site / page_of(path))
+        assert "make lab" in text and str(path.relative_to(ROOT)) in text, path
+    assert "make lab" in page_text(site / "index.html")
 
 
 def test_the_home_page_has_the_introduction_the_unit_table_and_the_notation(site):
@@ -259,7 +267,27 @@ def test_the_home_page_has_the_introduction_the_unit_table_and_the_notation(site
     for lecture in LECTURES:
         assert f'href="{page_of(lecture)}"' in units_table, lecture
     assert "Notation" in text and "Everything runs" in page_text(site / "index.html")
-    assert "How a submission is graded" in page_text(site / "instructors.html")
+
+
+def test_every_guide_has_a_page_under_guides_after_the_units(site):
+    """Each file of course_publish/guides/ is a page, listed in the sidebar under "Guides",
+    and the last unit's last page leads on to the first guide."""
+    assert {p.name for p in GUIDES} >= {"instructors.md", "contributors.md", "data.md"}
+    index = (site / "index.html").read_text()
+    caption = re.search(r'<p aria-level="2" class="caption"[^>]*>\s*<span class="caption-text">'
+                        r'Guides</span>.*?</ul>', index, flags=re.S)
+    assert caption, "the sidebar has no caption 'Guides'"
+    for path in GUIDES:
+        page = site / page_of(path)
+        title = next(line[2:] for line in path.read_text().splitlines() if line.startswith("# "))
+        assert page.exists() and title in page_text(page).replace("’", "'"), path
+        assert f'href="{page_of(path)}"' in caption.group(0), path
+    assert "How a submission is graded" in page_text(site / "guides" / "instructors.html")
+    last = UNITS[-1].exercise or UNITS[-1].lecture
+    following = re.search(r'<a class="right-next"\s+href="([^"]+)"',
+                          (site / page_of(last)).read_text())
+    assert following and (site / page_of(last)).parent.joinpath(following.group(1)).resolve() \
+        == (site / page_of(GUIDES[0])).resolve()
 
 
 def trivial(line: str) -> bool:
@@ -271,7 +299,7 @@ def test_the_site_shows_no_hidden_test_and_no_solution(site):
     """Every line of a hidden test (edition.hidden_test_lines) and every line of solution
     code in solutions/, unless trivial or also in what students get anyway (the release,
     which shares set-up and skeleton lines with the solutions, and the lectures, which show
-    some of the same code), appears in no page's text."""
+    some of the same code), appears in no page's text, README's and the guides' included."""
     solutions = set()
     for path in glob.glob(str(ROOT / "solutions/*/*.ipynb")):
         for cell in nbformat.read(path, as_version=4).cells:
@@ -350,3 +378,18 @@ def test_a_unit_added_later_gets_its_pages_without_any_configuration(tmp_path):
     assert str(lecture.resolve()) in hrefs(out / "exercises" / "00_attention_as_lookup" /
                                            "00_attention_as_lookup.html")   # "next"
     assert "Unit 09 — A unit added later" in page_text(out / "index.html")
+
+
+def test_a_guide_that_shows_a_hidden_test_line_stops_the_build(tmp_path):
+    """The guides are pages like the others: one that quotes a line of a hidden test makes
+    the build refuse to finish, naming the page."""
+    course = tmp_path / "course"
+    fake_unit(course, "00")
+    folder = tmp_path / "guides"
+    folder.mkdir()
+    line = sorted(hidden_test_lines())[0]
+    (folder / "a_guide.md").write_text(f"# A guide\n\n```python\n{line}\n```\n")
+    with pytest.raises(RuntimeError, match=r"the site would give away:\s+guides/a_guide.html"):
+        build(tmp_path / "site", lectures=course / "lectures", exercises=course / "exercises",
+              guides_folder=folder)
+    assert not (tmp_path / "site").exists()

@@ -1,7 +1,8 @@
 """Every lecture, executed on two CPU code paths: exact outputs strictly, results of training
 within bands.
 
-Outputs come in two kinds (README, "Exact and machine-dependent outputs"):
+Outputs come in two kinds (course_publish/guides/contributors.md, "Exact and machine-dependent
+outputs"):
 
 * **exact**: shapes, formulas, data, untrained computations. Compared character for character
   by `pytest --nbval`, on this machine's native PyTorch CPU code path *and* on the portable one
