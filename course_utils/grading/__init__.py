@@ -491,7 +491,7 @@ def forbidden(*names: str, reason: str, missing_ok: bool = False) -> Iterator[No
     In the student's kernel this is a convenience, not a guarantee: a Python function has its
     code swapped (so that a reference taken earlier raises too), other callables are replaced
     where they are looked up, and code determined to get around it can. The grader flags
-    such code for the instructor (see README, "For instructors").
+    such code for the instructor (course_publish/guides/instructors.md, "Shortcuts").
     """
     if REMOTE_TEST is not None:   # the checker sends the names along with each call
         with _pushed(REMOTE_TEST.forbidden, (names, reason)):
