@@ -15,8 +15,11 @@ No lecture spends minutes repeating a training it has already shown.
                           .with_training(epochs=8) the same with other training settings
     UNIT02, UNIT03, UNIT04  the three recipes; TASK, SIZES, RECIPE, VARIANTS are unit 03's
     make_task             the recipe's 6,000 training and 1,000 held-out pairs
-    build                 a fresh Seq2Seq of one variant (weights from the global RNG)
-    train_variant         seed_everything(0), build, train with the recipe -> (model, History)
+    build                 a fresh Seq2Seq of one variant, or of other `changes` to the sizes
+                          (weights from the global RNG)
+    train_variant         seed_everything(0), build, train with the recipe -> (model, History);
+                          `changes` and `data` for a model that is none of the variants, or
+                          trained on other pairs (the lectures' questions)
     write_shipped         train the shipped variants, measure each on the held-out pairs, save
     load                  -> (model in eval mode, History): refuses a file of another recipe
                           or other data
@@ -128,23 +131,41 @@ def make_task(recipe: Recipe = UNIT03) -> translation.TranslationTask:
     return translation.make_task(**_recipe(recipe).task)
 
 
-def build(task: translation.TranslationTask, name: str, recipe: Recipe = UNIT03) -> Seq2Seq:
+def build(task: translation.TranslationTask, name: str, recipe: Recipe = UNIT03,
+          changes: dict | None = None) -> Seq2Seq:
     """A fresh model of variant `name` (the recipe's sizes changed by variants[name]), its
-    initial weights drawn from PyTorch's global generator (train_variant seeds it first)."""
+    initial weights drawn from PyTorch's global generator (train_variant seeds it first).
+
+    With `changes` (Seq2SeqConfig fields, as a variant's entry), the recipe's sizes are changed
+    by `changes` instead, and `name` is only a label: a model that is none of the recipe's
+    variants, such as {"attention": "additive", "d_a": 8}."""
     recipe = _recipe(recipe)
-    require_choice(name, "name", tuple(recipe.variants))
-    return Seq2Seq(config_for(task, **{**recipe.sizes, **recipe.variants[name]}))
+    if changes is None:
+        changes = recipe.variants[require_choice(name, "name", tuple(recipe.variants))]
+    elif not isinstance(changes, dict):
+        raise ValueError(f"changes must be a dict of Seq2SeqConfig fields, as "
+                         f"{{'attention': 'additive', 'd_a': 8}}; got {type(changes).__name__}")
+    return Seq2Seq(config_for(task, **{**recipe.sizes, **changes}))
 
 
 def train_variant(task: translation.TranslationTask, name: str, progress: bool = True,
-                  recipe: Recipe = UNIT03) -> tuple[Seq2Seq, History]:
+                  recipe: Recipe = UNIT03, changes: dict | None = None,
+                  data: translation.TranslationBatch | None = None) -> tuple[Seq2Seq, History]:
     """Build variant `name` and train it on task.train with the recipe's training settings;
     the batch order comes from the generator that seed_everything(0) returns just before the
-    model is built, so every variant sees the same batches. -> (model, History)."""
+    model is built, so every variant sees the same batches. -> (model, History).
+
+    `changes`: train a model of other sizes instead (see `build`); `data`: a
+    translation.TranslationBatch to train on instead of all of task.train (a subset, say).
+    With neither, the model is the one the recipe ships under `name`."""
     recipe = _recipe(recipe)
+    if data is None:
+        data = translation.make_batch(task.train, task.src_vocab, task.tgt_vocab)
+    elif not isinstance(data, translation.TranslationBatch):
+        raise ValueError(f"data must be a translation.TranslationBatch (translation.make_batch"
+                         f"(pairs, ...)); got {type(data).__name__}")
     generator = seed_everything(SEED)
-    model = build(task, name, recipe)
-    data = translation.make_batch(task.train, task.src_vocab, task.tgt_vocab)
+    model = build(task, name, recipe, changes)
     history = train(model, data, generator=generator, desc=name, progress=progress,
                     **recipe.training)
     return model, history

@@ -41,14 +41,14 @@ def test_each_file_holds_todays_recipe_data_and_every_shipped_variant(recipe):
 
 def test_the_lectures_train_what_is_not_shipped():
     # lecture 04 trains its multiplicative model, lecture 02 its forward one; lecture 03
-    # trains "attention" in front of the reader (it ships too, for lecture 06) and loads the
-    # rest, its baseline included
+    # loads all four of its variants ("attention" is lecture 06's too) and trains only what
+    # its questions ask for, through train_and_report
     assert set(unit03.UNIT04.variants) - set(unit03.UNIT04.shipped) == {"multiplicative"}
     assert set(unit03.UNIT02.variants) - set(unit03.UNIT02.shipped) == {"forward"}
     assert set(unit03.SHIPPED_VARIANTS) == set(unit03.VARIANTS)
     code = lecture_code("03_attention_seq2seq")
-    assert 'train_and_report("attention")' in code
-    for name in set(unit03.VARIANTS) - {"attention"}:
+    assert not re.search(r"^train_and_report\(", code, re.MULTILINE)
+    for name in unit03.VARIANTS:
         assert f'load_and_report("{name}")' in code, name
 
 
@@ -192,6 +192,7 @@ def test_seconds_per_step_times_a_copy_and_leaves_the_model_alone(task):
     with pytest.raises(ValueError, match="loss"):
         seconds_per_step(torch.nn.Linear(2, 2), batch)
 
+
 def test_with_training_changes_only_the_training_settings_and_is_not_loaded():
     """Lecture 04's third question trains the dot model for twice the budget: the recipe it
     passes differs in the epochs alone, the shipped recipe is left as it was, and the loader
@@ -208,3 +209,30 @@ def test_with_training_changes_only_the_training_settings_and_is_not_loaded():
                                          r"'lr', 'schedule'\]; got \['epoch'\]"):
         unit03.UNIT04.with_training(epoch=8)
 
+
+def test_train_variant_trains_other_sizes_on_other_pairs(task, monkeypatch):
+    """Lecture 03's questions train models that are none of the variants, on some of the pairs:
+    `changes` takes the place of the variant's entry and `data` of task.train; with the
+    variant's own entry as `changes`, the model is the variant's, weight for weight. A wrong
+    name, changes or data are refused with what was expected."""
+    monkeypatch.setitem(unit03.RECIPE, "epochs", 1)
+    small = translation.TranslationTask(task.train[:256], task.test[:8], task.src_vocab,
+                                        task.tgt_vocab)
+    subset = translation.make_batch(task.train[:100], task.src_vocab, task.tgt_vocab)
+    narrow, history = unit03.train_variant(small, "attention, d_a 8", progress=False,
+                                           changes={"attention": "additive", "d_a": 8},
+                                           data=subset)
+    assert (narrow.config.d_a, narrow.config.bidirectional, narrow.config.d_h) == (8, True, 64)
+    assert history.steps_per_epoch == 1 and len(history.loss) == 1  # 100 pairs, batches of 128
+    variant, h1 = unit03.train_variant(small, "no attention", progress=False)
+    same, h2 = unit03.train_variant(small, "no attention", progress=False,
+                                    changes=dict(unit03.VARIANTS["no attention"]))
+    assert h1.steps_per_epoch == 2 and h1.loss == h2.loss  # task.train's 256 pairs
+    for a, b in zip(variant.state_dict().values(), same.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match=r"name must be one of .*got 'attention, d_a 8'"):
+        unit03.train_variant(small, "attention, d_a 8", progress=False)
+    with pytest.raises(ValueError, match=r"changes must be a dict .*got list"):
+        unit03.build(small, "narrow", changes=[("d_a", 8)])
+    with pytest.raises(ValueError, match=r"data must be a translation.TranslationBatch .*got list"):
+        unit03.train_variant(small, "no attention", progress=False, data=task.train[:10])
