@@ -20,7 +20,7 @@ which steps the GRU first and attends with the new state (global attention, inpu
     logits   = W_o s~_t' + b_o                                             (B, n_vocab)
 
 Each decoder's `step` returns the weights (B, S) as a third item, which `greedy_decode`
-collects into (B, L, S); `alignment_hit_rate` compares them with the task's true alignment.
+collects into (B, T, S); `alignment_hit_rate` compares them with the task's true alignment.
 
 Notation as in `seq2seq`: B batch, S source length, T target length, n_vocab vocabulary, d_emb
 embedding width, d_h decoder state width, d_enc encoder state width, d_a the additive
@@ -437,20 +437,20 @@ def alignment_hit_rate(weights: torch.Tensor, pairs, exclude: str | tuple[str, .
 
         hits / total,  over every pair i and target position t < len(pairs[i].target)
                        whose character pairs[i].target[t] is not in `exclude`:
-        hit when t < L and argmax_j weights[i, t, j] == pairs[i].sources[t]
+        hit when t < T and argmax_j weights[i, t, j] == pairs[i].sources[t]
 
-    weights: (N, L, S) float, row i for pairs[i] (a `NumberPair`), step t the weights used to
+    weights: (N, T, S) float, row i for pairs[i] (a `NumberPair`), step t the weights used to
     write target character t (from `Seq2Seq.translate(..., return_weights=True)` or the
     teacher-forced `AttentionDecoder.forward(..., return_weights=True)`); S at least the
     longest source. The <end> step is not counted (it is read from no word). A step that
-    greedy decoding never reached (t >= L) counts as a miss. `exclude=","` leaves out the
+    greedy decoding never reached (t >= T) counts as a miss. `exclude=","` leaves out the
     commas, whose true source (the comma between the same two numbers) says nothing that
     another comma's state could not say as well. Returns a float in [0, 1].
     """
-    require_float_tensor(weights, "weights", "(N, L, S)", ndim=3)
+    require_float_tensor(weights, "weights", "(N, T, S)", ndim=3)
     pairs = list(pairs)
     if weights.shape[0] != len(pairs):
-        raise ValueError(f"weights must have shape ({len(pairs)}, L, S), one row per pair; got "
+        raise ValueError(f"weights must have shape ({len(pairs)}, T, S), one row per pair; got "
                          f"{shape_str(weights.shape)}")
     if not pairs:
         raise ValueError("there are no pairs to score")
@@ -458,7 +458,7 @@ def alignment_hit_rate(weights: torch.Tensor, pairs, exclude: str | tuple[str, .
     if weights.shape[2] < longest:
         raise ValueError(f"weights must have at least {longest} source columns (the longest "
                          f"source); got {shape_str(weights.shape)}")
-    peak = weights.argmax(dim=2).tolist()  # (N, L)
+    peak = weights.argmax(dim=2).tolist()  # (N, T)
     hits = total = 0
     for i, pair in enumerate(pairs):
         for t, (char, source) in enumerate(zip(pair.target, pair.sources, strict=True)):

@@ -218,7 +218,7 @@ def test_greedy_decoding_returns_weights_for_each_output_token():
     src, lengths = padded_source()
     ids, weights = model.translate(src, lengths, max_len=7, return_weights=True)
     assert ids.dtype == torch.long and ids.shape[0] == 3 and 1 <= ids.shape[1] <= 7
-    assert weights.shape == (3, ids.shape[1], src.shape[1])  # (B, L, S)
+    assert weights.shape == (3, ids.shape[1], src.shape[1])  # (B, T, S)
     assert (weights[~padded_source()[0].ne(PAD).unsqueeze(1).expand_as(weights)] == 0).all()
     torch.testing.assert_close(weights.sum(2), torch.ones(weights.shape[:2], dtype=torch.float64),
                                atol=1e-12, rtol=0)
@@ -456,11 +456,11 @@ def test_alignment_hit_rate_on_hand_made_weights():
 def test_alignment_hit_rate_rejects_bad_inputs():
     pair = NumberPair.of([24, 7])
     weights = pair.alignment().unsqueeze(0)  # (1, 4, 5)
-    with pytest.raises(ValueError, match=r"weights must have shape \(2, L, S\)"):
+    with pytest.raises(ValueError, match=r"weights must have shape \(2, T, S\)"):
         alignment_hit_rate(weights, [pair, pair])
     with pytest.raises(ValueError, match=r"at least 5 source columns"):
         alignment_hit_rate(weights[:, :, :4], [pair])
-    with pytest.raises(ValueError, match=r"\(N, L, S\)"):
+    with pytest.raises(ValueError, match=r"\(N, T, S\)"):
         alignment_hit_rate(weights[0], [pair])
     with pytest.raises(ValueError, match=r"nothing to score"):
         alignment_hit_rate(weights, [pair], exclude=",0123456789")
