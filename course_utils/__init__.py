@@ -42,7 +42,8 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
     transformer       unit 06: masks, FeedForward, EncoderLayer, DecoderLayer, KVCache,
                       TransformerConfig, Transformer            -> multihead, positional, sequence
     decoding          unit 06: beam search (Wu et al.'s length penalty), temperature and top-k
-                      sampling, the log-probability of an output        -> transformer
+                      sampling, the log-probability of an output, decoders compared (search
+                      and model errors)                        -> transformer, sequence
     tokenization      unit 07: WordPiece (BERT-uncased's basic tokenisation, longest match
                       first, [CLS]/[SEP] and segment ids), train_wordpiece
     bert              unit 07: BertConfig, Bert (.attentions, head_mask), BertForPretraining,

@@ -26,7 +26,11 @@ answer is the best-scoring hypothesis of the final beam. With n_beam = 1 it is g
 token for token.
 
 `sequence_log_prob` scores any output under the model by teacher forcing: what the lecture
-compares the decoders by, next to exact match.
+compares the decoders by, next to exact match. `compare_decoders` runs several decoders on the
+same sources and sets each against the first (greedy search): how often it finds an output the
+model finds more probable than greedy's (a *search error* of greedy's), how many of those are
+right where greedy's was wrong, and how many of its own wrong outputs the model prefers to the
+right answer (*model errors*, which no search can fix; Stahlberg and Byrne 2019).
 
 Notation: B batch, S source length, n_vocab vocabulary size, n_beam beam size; ids are int64 with
 <pad> = PAD_ID, <start> = START_ID, <end> = END_ID.
@@ -35,7 +39,9 @@ Notation: B batch, S source length, n_vocab vocabulary size, n_beam beam size; i
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -50,10 +56,11 @@ from course_utils._checks import (
     shape_str,
 )
 from course_utils.data.vocab import END_ID, PAD_ID, START_ID
+from course_utils.sequence import exact_match
 from course_utils.transformer import KVCache, Transformer
 
-__all__ = ["beam_decode", "beam_search", "length_normaliser", "sample", "sample_next",
-           "sequence_log_prob"]
+__all__ = ["DecoderResult", "beam_decode", "beam_search", "compare_decoders",
+           "length_normaliser", "sample", "sample_next", "sequence_log_prob"]
 
 
 # ----------------------------------------------------------------------------- scoring
@@ -274,3 +281,67 @@ def beam_decode(step: Callable, state, batch_size: int, beam_size: int, *, max_l
     width = int((ids != pad_id).any(dim=0).nonzero().max()) + 1 if ids.numel() else 0
     ids = ids[:, :max(width, 1)]  # (B, T_out): no column of <pad> alone at the end
     return (ids, scores.view(B * n_beam)[best_rows]) if return_scores else ids
+
+
+# ----------------------------------------------------------------------------- comparing decoders
+
+@dataclass
+class DecoderResult:
+    """One decoder's outputs on N sources, scored by `compare_decoders`.
+
+    ids (N, T_out); seconds: wall time of the call; exact_match: share of outputs equal to
+    the right answer; log_p: mean log p(Y | x) of its outputs under the model; then counts
+    of outputs, each against the reference decoder's output for the same source:
+    differ (not the same), more_probable (not the same and more probable: a search error
+    of the reference's that this decoder found), fixed (of those, right where the
+    reference's was wrong); and model_errors (wrong, yet more probable under the model
+    than the right answer: no search, however wide, would give the right one)."""
+
+    ids: torch.Tensor
+    seconds: float
+    exact_match: float
+    log_p: float
+    differ: int
+    more_probable: int
+    fixed: int
+    model_errors: int
+
+
+def compare_decoders(model: Transformer, src: torch.Tensor, src_lengths: torch.Tensor,
+                     gold: torch.Tensor, decoders: dict[str, Callable[[], torch.Tensor]]
+                     ) -> dict[str, DecoderResult]:
+    """Call each decoder of `decoders` (name -> a function of no arguments that decodes src
+    (N, S), src_lengths (N,) and returns ids (N, T_out)) once, timed, and score its outputs
+    against `gold` (N, T) = y_1 .. <end> <pad>.. and against the first decoder's outputs
+    (the reference: greedy search). -> {name: DecoderResult}, in the order of `decoders`."""
+    require_source(src, src_lengths)
+    require_ids(gold, "gold", "(N, T)", 2)
+    if gold.shape[0] != src.shape[0]:
+        raise ValueError(f"gold must have one row per source: expected ({src.shape[0]}, T); "
+                         f"got {shape_str(gold.shape)}")
+    if not decoders or not all(callable(d) for d in decoders.values()):
+        raise ValueError("decoders must map at least one name to a function of no arguments")
+    gold_log_p = sequence_log_prob(model, src, src_lengths, gold)  # (N,)
+    results: dict[str, DecoderResult] = {}
+    reference = None  # (ids, log p, right) of the first decoder
+    for name, decode in decoders.items():
+        start = time.perf_counter()
+        ids = decode()  # (N, T_out)
+        seconds = time.perf_counter() - start
+        require_ids(ids, f"the output of decoder {name!r}", "(N, T_out)", 2)
+        if ids.shape[0] != src.shape[0]:
+            raise ValueError(f"decoder {name!r} must return one row per source: expected "
+                             f"({src.shape[0]}, T_out); got {shape_str(ids.shape)}")
+        log_p = sequence_log_prob(model, src, src_lengths, ids)  # (N,)
+        right = exact_match(ids, gold)  # (N,)
+        if reference is None:
+            reference = (ids, log_p, right)
+        differ = ~exact_match(ids, reference[0])  # (N,) the reference's ids padded alike
+        more_probable = differ & (log_p > reference[1])
+        results[name] = DecoderResult(
+            ids=ids, seconds=seconds, exact_match=float(right.float().mean()),
+            log_p=float(log_p.mean()), differ=int(differ.sum()),
+            more_probable=int(more_probable.sum()),
+            fixed=int((more_probable & right & ~reference[2]).sum()),
+            model_errors=int((~right & (log_p > gold_log_p)).sum()))
+    return results

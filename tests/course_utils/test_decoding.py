@@ -1,7 +1,8 @@
 """course_utils.decoding: beam search (K = 1 is greedy decoding; it finds what greedy misses on
 a hand-built model; finished hypotheses are kept; the cache changes nothing), sampling
 (reproducible with a seeded generator, greedy at temperature -> 0, top-k), sequence scores,
-and errors for bad input."""
+decoders compared against greedy search (search errors found and fixed, model errors), and
+errors for bad input."""
 
 from __future__ import annotations
 
@@ -16,12 +17,13 @@ from course_utils.data.vocab import END_ID, PAD_ID, START_ID
 from course_utils.decoding import (
     beam_decode,
     beam_search,
+    compare_decoders,
     length_normaliser,
     sample,
     sample_next,
     sequence_log_prob,
 )
-from course_utils.seq2seq import greedy_decode
+from course_utils.seq2seq import exact_match, greedy_decode
 from course_utils.transformer import Transformer, TransformerConfig
 from course_utils.translator import config_for, train
 
@@ -229,3 +231,50 @@ def test_beam_decode_refuses_a_step_with_the_wrong_number_of_rows():
 
     with pytest.raises(ValueError, match=r"\(4, n_vocab\)"):
         beam_decode(step, None, 2, 2, max_len=3, reorder=lambda s, r: s)
+
+
+# ----------------------------------------------------------------------------- comparing decoders
+
+def test_compare_decoders_counts_search_errors_fixes_and_model_errors(trained, test_batch):
+    src, lengths, gold = test_batch.src, test_batch.src_lengths, test_batch.tgt[:, 1:]
+    results = compare_decoders(trained, src, lengths, gold, {
+        "greedy": lambda: trained.translate(src, lengths),
+        "beam 3": lambda: beam_search(trained, src, lengths, 3),
+        "the right answers": lambda: gold})
+    greedy, beam, right = results["greedy"], results["beam 3"], results["the right answers"]
+    assert list(results) == ["greedy", "beam 3", "the right answers"]
+    greedy_ids = trained.translate(src, lengths)
+    greedy_log_p = sequence_log_prob(trained, src, lengths, greedy_ids)
+    greedy_right = exact_match(greedy_ids, gold)
+    gold_log_p = sequence_log_prob(trained, src, lengths, gold)
+    assert torch.equal(greedy.ids, greedy_ids) and greedy.seconds > 0
+    assert greedy.exact_match == pytest.approx(float(greedy_right.float().mean()))
+    assert greedy.log_p == pytest.approx(float(greedy_log_p.mean()), abs=1e-5)
+    assert (greedy.differ, greedy.more_probable, greedy.fixed) == (0, 0, 0)
+    model_errors = int((~greedy_right & (greedy_log_p > gold_log_p)).sum())
+    assert greedy.model_errors == model_errors
+    # this briefly trained model is unsure: greedy is wrong often, not always for the model
+    assert 0 < model_errors < int((~greedy_right).sum())
+    # the right answers: every wrong greedy output that is no model error is one they fix
+    assert (right.exact_match, right.model_errors) == (1.0, 0)
+    assert right.differ == int((~greedy_right).sum())
+    assert right.fixed == right.more_probable == int((~greedy_right).sum()) - model_errors
+    # beam search: more probable outputs than greedy's where they differ, counted as such
+    beam_log_p = sequence_log_prob(trained, src, lengths, beam.ids)
+    differ = ~exact_match(beam.ids, greedy_ids)
+    more = differ & (beam_log_p > greedy_log_p)
+    assert beam.differ == int(differ.sum()) and beam.more_probable == int(more.sum()) > 0
+    assert beam.fixed == int((more & exact_match(beam.ids, gold) & ~greedy_right).sum())
+    assert beam.log_p >= greedy.log_p - 1e-5
+
+
+def test_compare_decoders_refuses_bad_decoders_with_their_name(trained, test_batch):
+    src, lengths, gold = test_batch.src, test_batch.src_lengths, test_batch.tgt[:, 1:]
+    with pytest.raises(ValueError, match="decoder 'half' must return one row per source"):
+        compare_decoders(trained, src, lengths, gold, {"half": lambda: gold[:5]})
+    with pytest.raises(ValueError, match="at least one name"):
+        compare_decoders(trained, src, lengths, gold, {})
+    with pytest.raises(ValueError, match="gold must have one row per source"):
+        compare_decoders(trained, src, lengths, gold[:3], {"gold": lambda: gold})
+    with pytest.raises(ValueError, match="decoder 'floats'"):
+        compare_decoders(trained, src, lengths, gold, {"floats": lambda: gold.float()})
