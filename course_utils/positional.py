@@ -122,7 +122,7 @@ def rotary(x: torch.Tensor, positions: torch.Tensor | None = None, base: float =
         y[2i]     = x[2i] cos(t theta_i) - x[2i + 1] sin(t theta_i)
         y[2i + 1] = x[2i] sin(t theta_i) + x[2i + 1] cos(t theta_i),
 
-    or, with the pair as one complex number z_i = x[2i] + j x[2i + 1]: z_i e^(j t theta_i).
+    or, with the pair as one complex number x[2i] + j x[2i + 1], a product with exp(j t theta_i).
     Applied to queries and keys (not values), with R_t the rotation at position t, a score
     becomes (R_t q)^T (R_u k) = q^T R_t^T R_u k = q^T R_(u - t) k: it sees the offset u - t only.
 
