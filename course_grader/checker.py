@@ -42,7 +42,7 @@ import zmq
 from jupyter_client.blocking.client import BlockingKernelClient
 
 from course_utils import grading
-from course_utils.grading import GradingFailure, agent, wire
+from course_utils.grading import GradingFailure, agent, remote, wire
 
 __all__ = ["CellRunner", "KernelLink", "KernelLost", "StudentFunction", "describe", "main"]
 
@@ -235,11 +235,10 @@ class KernelLink:
             grad = torch.is_grad_enabled() and any(
                 isinstance(t, torch.Tensor) and t.requires_grad and t.dtype.is_floating_point
                 for t in originals)
-            remote = grading.REMOTE_TEST
-            names, reason = remote.forbidden_names() if remote else ([], "")
+            test = remote.current()
+            names, reason = test.forbidden_names() if test else ([], "")
             substitutes = {}
-            for name, function in (grading.REMOTE_TEST.substitute_map() if grading.REMOTE_TEST
-                                   else {}).items():
+            for name, function in (test.substitute_map() if test else {}).items():
                 substitutes[name] = self._register(function,
                                                    f"{name} (the test's correct one)")
             self._depth += 1
@@ -249,8 +248,7 @@ class KernelLink:
                                       "kwargs": kwargs_data, "tensors": encoded, "grad": grad,
                                       "forbidden": names, "reason": reason,
                                       "substitutes": substitutes,
-                                      "seed": grading.REMOTE_TEST.seed() if grading.REMOTE_TEST
-                                      else None})
+                                      "seed": test.seed() if test else None})
             finally:
                 self._depth -= 1
                 self._grad_depth -= grad
@@ -641,7 +639,7 @@ class CellRunner:
         """Run one test cell: {"passed", "message", "kind", "stdout"}."""
         out = io.StringIO()
         _printed_budget[0] = MAX_PRINTED
-        grading.REMOTE_TEST = grading.RemoteTest()
+        remote.start()
         if self.link is not None:
             self.link.deadline = time.monotonic() + timeout
         verdict = {"passed": True, "message": "", "kind": "passed"}
@@ -667,7 +665,7 @@ class CellRunner:
         except BaseException as err:  # noqa: BLE001 - every failure is a verdict
             verdict = self._verdict(err, set(hidden_lines))
         finally:
-            grading.REMOTE_TEST = None
+            remote.stop()
             if self.link is not None:
                 self.link.deadline = float("inf")
                 if verdict["kind"] in ("timeout", "kernel"):

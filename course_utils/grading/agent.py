@@ -32,8 +32,7 @@ from collections import OrderedDict
 
 import torch
 
-from course_utils import grading
-from course_utils.grading import wire
+from course_utils.grading import restrictions, wire
 
 __all__ = ["MODULES", "serve"]
 
@@ -147,7 +146,7 @@ def _call(request: dict) -> dict:
     out, err = io.StringIO(), io.StringIO()
     forbidden = [n for n in request.get("forbidden", []) if isinstance(n, str)]
     home = getattr(fn, "__globals__", namespace)
-    substitutes = {k: grading.called_like(home.get(k), build("callback", v.get("callback")))
+    substitutes = {k: restrictions.called_like(home.get(k), build("callback", v.get("callback")))
                    for k, v in request.get("substitutes", {}).items()
                    if isinstance(k, str) and isinstance(v, dict)}
     with contextlib.ExitStack() as stack:
@@ -156,9 +155,9 @@ def _call(request: dict) -> dict:
         caught = stack.enter_context(warnings.catch_warnings(record=True))
         warnings.simplefilter("default")
         if forbidden:
-            stack.enter_context(grading.forbidden(
+            stack.enter_context(restrictions.forbidden(
                 *forbidden, reason=str(request.get("reason", ""))[:500], missing_ok=True))
-        stack.enter_context(grading.substituted(home, substitutes))
+        stack.enter_context(restrictions.substituted(home, substitutes))
         stack.enter_context(torch.set_grad_enabled(grad))
         if type(request.get("seed")) is int:   # grading.seeded: the test's seed, then the call
             torch.manual_seed(request["seed"])

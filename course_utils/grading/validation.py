@@ -33,6 +33,8 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from course_utils.grading.failure import GradingFailure
+
 RECORD = "__course_validation_record__"  # the recorder's name in the kernel's namespace
 CHECKS = ("check", "call", "gradients", "substitute", "forbidden", "reference_disabled",
           "seeded")
@@ -121,7 +123,6 @@ def _not_started_in(error: BaseException) -> str | None:
 def _reason(error: BaseException) -> str:
     lines = str(error).strip().splitlines()
     first = lines[0] if lines else ""
-    from course_utils.grading import GradingFailure  # the package imports this module
     text = first if isinstance(error, GradingFailure) else f"{type(error).__name__}: {first}"
     return text if len(text) <= 160 else text[:157] + "..."
 

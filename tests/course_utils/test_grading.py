@@ -346,7 +346,7 @@ def test_grading_exports_what_the_exercises_use():
         "GradingFailure", "READY_MADE_SOFTMAX", "call", "check", "check_function", "check_tensor",
         "cotangent", "forbidden",
         "gradients", "reference_disabled", "rtol_for", "seeded", "stand_ins", "substitute",
-        "wrap_message",
+        "summary", "wrap_message",
     }
 
 
