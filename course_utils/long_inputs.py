@@ -1,30 +1,31 @@
 """Unit 09: attention for long inputs: a sliding window, and linear attention.
 
-**Sliding-window attention** lets query i attend only to keys at most `window` positions
-away, a band of the T x T mask:
+**Sliding-window attention** (window width w = `window`) lets query t attend only to keys u
+at most w positions away, a band of the T x T mask:
 
-    causal      0 <= i - j <= window        (window + 1 keys: itself and the window before it)
-    symmetric   |i - j| <= window           (2 window + 1 keys)
+    causal      0 <= t - u <= w        (w + 1 keys: itself and the w before it)
+    symmetric   |t - u| <= w           (2 w + 1 keys)
 
-One layer sees `window` positions back; L stacked layers pass information on, so the output
-at position i can depend on positions i - L window .. i (and as far ahead when symmetric):
+One layer sees w positions back; L stacked layers pass information on, so the output at
+position t can depend on positions t - L w .. t (and as far ahead when symmetric):
 `receptive_field` counts them (Longformer, Beltagy et al. 2020, arXiv:2004.05150; Mistral 7B
 uses window 4096). `WindowAttention` applies the band as a mask to the full score matrix,
 which shows what the model can see, not the saving: a kernel that computes only the band
-needs T (2 window + 1) scores.
+needs T (2 w + 1) scores.
 
 **Linear attention** (Katharopoulos et al. 2020, "Transformers are RNNs", arXiv:2006.16236)
 replaces exp(q . k) by a product of features phi(q) . phi(k), phi(x) = elu(x) + 1 > 0:
 
-    out_i = phi(q_i)^T (sum_j phi(k_j) v_j^T) / (phi(q_i)^T sum_j phi(k_j) + eps)
+    c_t = phi(q_t)^T U / (phi(q_t)^T z + eps),  U = sum_u phi(k_u) v_u^T,  z = sum_u phi(k_u)
 
-The sums over j are computed once, a (d_k, d_v) matrix and a (d_k,) vector per head, so no
-T_q x T_k matrix is formed: O(T) time and memory. The causal form keeps running sums over
-j <= i; `linear_attention` adds them up chunk by chunk (a chunk's own keys by a small
-masked product, the earlier ones by the carried sums). `linear_attention_weights` gives the
-same attention in its quadratic form, the weights phi(q_i) . phi(k_j) normalised over j,
-to check it and to look at it. The price: a weight is never sharper than the features make
-it, and a feature map of width d_k cannot single out one of many positions as exp can.
+The state U, a (d_k, d_v) matrix, and the normaliser z, a (d_k,) vector, are computed once per
+head, so no T_q x T_k matrix is formed: O(T) time and memory. The causal form keeps running
+sums U_t and z_t over u <= t; `linear_attention` adds them up chunk by chunk (a chunk's own
+keys by a small masked product, the earlier ones by the carried sums).
+`linear_attention_weights` gives the same attention in its quadratic form, the weights
+phi(q_t) . phi(k_u) normalised over u, to check it and to look at it. The price is in those
+weights: a sum of positive products of d_k features is flatter than a softmax can be (lecture
+09 measures how much, on unit 05's pointer task).
 
 On unit 05's pointer task (`pointer_model`): full attention, a window, and linear attention
 in the same model, trained the same way; pointers that name a position farther away than
@@ -61,24 +62,24 @@ ATTENTIONS = ("full", "window", "linear")
 
 def sliding_window_mask(T: int, window: int, causal: bool = True,
                         device: torch.device | str | None = None) -> torch.Tensor:
-    """(T, T) bool, True where query i may attend to key j: 0 <= i - j <= window (causal) or
-    |i - j| <= window (symmetric). window = 0 is the diagonal alone; window >= T - 1 is the
+    """(T, T) bool, True where query t may attend to key u: 0 <= t - u <= window (causal) or
+    |t - u| <= window (symmetric). window = 0 is the diagonal alone; window >= T - 1 is the
     causal mask (or no mask at all)."""
     require_int(T, "T")
     require_int(window, "window", low=0)
     require_bool(causal, "causal")
-    i = torch.arange(T, device=device)[:, None]  # query positions (T_q, 1)
-    j = torch.arange(T, device=device)[None, :]  # key positions (1, T_k)
+    t = torch.arange(T, device=device)[:, None]  # query positions (T_q, 1)
+    u = torch.arange(T, device=device)[None, :]  # key positions (1, T_k)
     if causal:
-        return (i - j >= 0) & (i - j <= window)  # (T_q, T_k)
-    return (i - j).abs() <= window  # (T_q, T_k)
+        return (t - u >= 0) & (t - u <= window)  # (T_q, T_k)
+    return (t - u).abs() <= window  # (T_q, T_k)
 
 
 def receptive_field(window: int, n_layers: int, causal: bool = True) -> int:
     """How many positions the output of one query can depend on after `n_layers` layers of
     sliding-window attention (in a long enough input): each layer reaches `window` further,
 
-        L window + 1 (causal),   2 L window + 1 (symmetric)."""
+        L w + 1 (causal),   2 L w + 1 (symmetric), w = window."""
     require_int(window, "window", low=0)
     require_int(n_layers, "n_layers")
     require_bool(causal, "causal")
@@ -142,17 +143,17 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: 
                      eps: float = 1e-6) -> torch.Tensor:
     """Linear attention, without a T_q x T_k matrix:
 
-        out_i = phi(q_i)^T sum_j phi(k_j) v_j^T / (phi(q_i)^T sum_j phi(k_j) + eps)
+        c_t = phi(q_t)^T sum_u phi(k_u) v_u^T / (phi(q_t)^T sum_u phi(k_u) + eps)
 
-    over all keys j, or j <= i with `causal` (then T_q = T_k; computed `chunk_size` queries at
+    over all keys u, or u <= t with `causal` (then T_q = T_k; computed `chunk_size` queries at
     a time: the earlier chunks through the running sums, the chunk itself through a masked
     (chunk_size, chunk_size) product). q: (B, n_heads, T_q, d_k), k: (B, n_heads, T_k, d_k),
     v: (B, n_heads, T_k, d_v); key_padding_mask (B, T_k) bool, True = a real key.
     Returns (B, n_heads, T_q, d_v); a query with no key gets zeros."""
     phi_q, phi_k = _features(q, k, v, causal, key_padding_mask, feature_map, eps)
     if not causal:
-        kv = phi_k.transpose(-2, -1) @ v  # (B, n_heads, d_k, d_v): sum_j phi(k_j) v_j^T
-        z = phi_k.sum(dim=-2, keepdim=True).transpose(-2, -1)  # (B, n_heads, d_k, 1)
+        kv = phi_k.transpose(-2, -1) @ v  # (B, n_heads, d_k, d_v): U = sum_u phi(k_u) v_u^T
+        z = phi_k.sum(dim=-2, keepdim=True).transpose(-2, -1)  # (B, n_heads, d_k, 1): z
         return (phi_q @ kv) / (phi_q @ z + eps)  # (B, n_heads, T_q, d_v)
     chunk_size = require_int(chunk_size, "chunk_size")
     kv = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1], v.shape[-1])  # (B, n_heads, d_k, d_v)
@@ -161,7 +162,7 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: 
     for start in range(0, q.shape[-2], chunk_size):
         end = start + chunk_size
         q_c, k_c, v_c = phi_q[..., start:end, :], phi_k[..., start:end, :], v[..., start:end, :]
-        within = (q_c @ k_c.transpose(-2, -1)).tril()  # (B, n_heads, chunk, chunk), j <= i
+        within = (q_c @ k_c.transpose(-2, -1)).tril()  # (B, n_heads, chunk, chunk), u <= t
         numerator = q_c @ kv + within @ v_c  # (B, n_heads, chunk, d_v)
         denominator = q_c @ z + within.sum(dim=-1, keepdim=True)  # (B, n_heads, chunk, 1)
         out.append(numerator / (denominator + eps))
@@ -176,9 +177,9 @@ def linear_attention_weights(q: torch.Tensor, k: torch.Tensor, causal: bool = Fa
                              ) -> torch.Tensor:
     """The weights that linear attention gives, in the quadratic form:
 
-        alpha_ij = phi(q_i) . phi(k_j) / (sum_j' phi(q_i) . phi(k_j') + eps)
+        alpha_tu = phi(q_t) . phi(k_u) / (sum_u' phi(q_t) . phi(k_u') + eps)
 
-    (over j <= i with `causal`), so that linear_attention(q, k, v) = alpha v. Builds the
+    (over u <= t with `causal`), so that linear_attention(q, k, v) = alpha v. Builds the
     (B, n_heads, T_q, T_k) matrix: for checking and looking, not for long inputs."""
     phi_q, phi_k = _features(q, k, k, causal, key_padding_mask, feature_map, eps)
     scores = phi_q @ phi_k.transpose(-2, -1)  # (B, n_heads, T_q, T_k), all >= 0
@@ -213,20 +214,23 @@ class LinearAttention(MultiHeadAttention):
 
 # ----------------------------------------------------------------------------- unit 05's task
 
-def pointer_model(config: PointerConfig, attention: str = "full", window: int | None = None
-                  ) -> PointerModel:
+def pointer_model(config: PointerConfig, attention: str = "full", window: int | None = None,
+                  feature_map: Callable | None = None) -> PointerModel:
     """Unit 05's `PointerModel` with the attention of every block chosen: "full" (the model
     as unit 05 builds it), "window" (`WindowAttention`, symmetric, `window` positions each
-    way) or "linear" (`LinearAttention`). The rest (embeddings, positions, feed-forward,
-    readout at the pointer) is the same, so `pointer_model.train`, `accuracy` and `hit_rate`
-    work unchanged. Every variant starts from the same weights (those `PointerModel(config)`
-    draws), so that with one seed they differ in the attention alone."""
+    way) or "linear" (`LinearAttention`, with `feature_map`, by default elu_feature_map). The
+    rest (embeddings, positions, feed-forward, readout at the pointer) is the same, so
+    `pointer_model.train`, `accuracy` and `hit_rate` work unchanged. Every variant starts from
+    the same weights (those `PointerModel(config)` draws), so that with one seed they differ in
+    the attention alone."""
     if not isinstance(config, PointerConfig):
         raise ValueError(f"config must be a PointerConfig; got {type(config).__name__}")
     require_choice(attention, "attention", ATTENTIONS)
     if (attention == "window") != (window is not None):
         raise ValueError(f"window must be given with attention='window', and only then; got "
                          f"attention={attention!r}, window={window!r}")
+    if feature_map is not None and attention != "linear":
+        raise ValueError(f"feature_map is linear attention's; got attention={attention!r}")
     model = PointerModel(config)
     if attention == "full":
         return model
@@ -234,7 +238,8 @@ def pointer_model(config: PointerConfig, attention: str = "full", window: int | 
         if attention == "window":
             layer = WindowAttention(config.d_model, config.n_heads, window)
         else:
-            layer = LinearAttention(config.d_model, config.n_heads)
+            layer = LinearAttention(config.d_model, config.n_heads,
+                                    feature_map=feature_map or elu_feature_map)
         layer.load_state_dict(block.attention.state_dict())  # W^Q, W^K, W^V, W^O as drawn
         block.attention = layer
     return model

@@ -2,21 +2,23 @@
 
 A softmax needs two numbers per row, its maximum and its sum of exponentials. Both can be
 built chunk by chunk (Milakov & Gimelshein 2018, "Online normalizer calculation for softmax",
-arXiv:1805.02867). A chunk's *state* is
+arXiv:1805.02867). A chunk's *state* (the lecture's running maximum `m` and running sum ℓ) is
 
-    row_max = max_j x_j,   row_sum = sum_j exp(x_j - row_max)
+    row_max = max_u e_u,   row_sum = sum_u exp(e_u - row_max)
 
 and two states merge exactly (`combine`):
 
     new_max = max(max_a, max_b)
     new_sum = sum_a exp(max_a - new_max) + sum_b exp(max_b - new_max)
 
-since exp(x_j - new_max) = exp(x_j - max_a) exp(max_a - new_max). Every exponent is <= 0, so
+since exp(e_u - new_max) = exp(e_u - max_a) exp(max_a - new_max). Every exponent is <= 0, so
 nothing overflows, whatever the chunks and their order.
 
-Tiled attention (the forward pass of FlashAttention, Dao et al. 2022, arXiv:2205.14135)
-carries the same state through the weighted sum of the values. For each block of keys and
-values (K_j, V_j, `block_size` rows), against a block of queries Q_i:
+Tiled attention (the forward pass of FlashAttention, Dao et al. 2022, arXiv:2205.14135, in
+the form FlashAttention-2 gave it, Dao 2023, arXiv:2307.08691: the accumulator is divided by
+row_sum once, after the last block, and the query blocks are the outer loop) carries the same
+state through the weighted sum of the values. For each block of keys and values (K_j, V_j, b =
+`block_size` rows), against a block of queries Q_i:
 
     e       = Q_i K_j^T * scale                          (B, n_heads, T_q block, block_size)
     new_max = max(row_max, max over the block of e)
@@ -43,8 +45,9 @@ inputs are computed in float32 and returned in their own dtype.
 
 Autograd runs through the loop, but it keeps every block's weights for the backward pass (as
 much memory as the matrix form); FlashAttention's backward instead recomputes each block's
-weights from q, k and the saved row_max and row_sum. Measure the forward under
-`torch.no_grad()`.
+weights from q, k and the saved statistics: row_max and row_sum in the first FlashAttention,
+one number per query in FlashAttention-2, lse = row_max + log(row_sum). Measure the forward
+under `torch.no_grad()`.
 """
 
 from __future__ import annotations

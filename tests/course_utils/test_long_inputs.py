@@ -25,7 +25,7 @@ from course_utils.long_inputs import (
     receptive_field,
     sliding_window_mask,
 )
-from course_utils.multihead import MultiHeadAttention
+from course_utils.multihead import MultiHeadAttention, split_heads
 from course_utils.pointer_model import PointerModel, config_for, hit_rate, pointer_weights
 from course_utils.transformer import causal_mask
 
@@ -218,6 +218,26 @@ def test_pointer_models_with_each_attention_start_alike_and_differ_in_what_they_
         assert logits.shape == (64, 32) and weights.shape == (64, 1, 2, 25, 25)
 
 
+def test_a_linear_pointer_model_takes_another_feature_map():
+    data = make_pointer_data(8, 24, 32, seed=1)
+    config = config_for(data, d_model=16, n_heads=2, d_ff=32, n_layers=2)
+    seed_everything(0)
+    default = pointer_model(config, "linear")
+    seed_everything(0)
+    exp = pointer_model(config, "linear", feature_map=torch.exp)
+    assert [b.attention.feature_map for b in default.blocks] == [elu_feature_map] * 2
+    assert [b.attention.feature_map for b in exp.blocks] == [torch.exp] * 2
+    with torch.no_grad():
+        _, weights = exp(data.ids)  # (N, n_layers, n_heads, T, T)
+        q = split_heads(exp.blocks[0].attention.w_q(exp.blocks[0].norm_attention(
+            exp.embed(data.ids))), 2)  # (N, n_heads, T, d_k)
+        k = split_heads(exp.blocks[0].attention.w_k(exp.blocks[0].norm_attention(
+            exp.embed(data.ids))), 2)
+        expected = linear_attention_weights(q, k, feature_map=torch.exp)
+        assert torch.allclose(weights[:, 0], expected, atol=1e-6)
+        assert not torch.allclose(default(data.ids)[1][:, 0], expected, atol=1e-3)
+
+
 @pytest.mark.parametrize(("call", "message"), [
     (lambda: sliding_window_mask(5, -1), r"^window must be an int >= 0; got -1"),
     (lambda: sliding_window_mask(0, 2), r"^T must be a positive int"),
@@ -238,6 +258,8 @@ def test_pointer_models_with_each_attention_start_alike_and_differ_in_what_they_
      r"LinearAttention takes no mask"),
     (lambda: pointer_model(config_for(make_pointer_data(4)), "window"),
      r"window must be given with attention='window'"),
+    (lambda: pointer_model(config_for(make_pointer_data(4)), "full", feature_map=torch.exp),
+     r"feature_map is linear attention's; got attention='full'"),
     (lambda: pointer_model(config_for(make_pointer_data(4)), "local"),
      r"attention must be one of \('full', 'window', 'linear'\)"),
 ])
