@@ -33,7 +33,7 @@ help:
 	@echo "                (course_utils/data/tiny_bert.safetensors; about a minute)"
 	@echo "make translators  train the models that lectures 01-04, 06 and 09 read (course_utils/data/"
 	@echo "                bow_positions, seq2seq_tricks, translators, score_functions,"
-	@echo "                grouped_query.safetensors)"
+	@echo "                grouped_query, long_inputs.safetensors)"
 	@echo "make release    regenerate exercises/ from solutions/ with nbgrader"
 	@echo "make student-edition  build what students receive: dist/student/ and its zip"
 	@echo "make site       the course as an offline HTML book in site/: open site/index.html"
@@ -163,7 +163,8 @@ translators: $(STAMP)
 		from course_utils import shipped_bow; print('01', shipped_bow.write_shipped()); \
 		from course_utils.shipped_translators import RECIPES, write_shipped; \
 		[print(unit, write_shipped(recipe=recipe)) for unit, recipe in RECIPES.items()]; \
-		from course_utils import shipped_grouped_query; print('09', shipped_grouped_query.write_shipped())"
+		from course_utils import shipped_grouped_query; print('09', shipped_grouped_query.write_shipped()); \
+		from course_utils import shipped_long_inputs; print('09', shipped_long_inputs.write_shipped())"
 
 release: $(STAMP)
 	@for unit in $(UNITS); do \

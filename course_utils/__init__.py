@@ -77,6 +77,10 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
                       linear_attention (and its quadratic form), LinearAttention,
                       pointer_model (unit 05's with full, window or linear attention)
                                                             -> multihead, pointer_model
+    shipped_long_inputs  unit 09: pointer models with full, window (one and four layers) and
+                      linear attention, trained once at one budget (`make translators`) and
+                      shipped in data/: make_data, train_variant, load
+                                                  -> long_inputs, pointer_model, data.pointer
     viz               attention heatmaps and accuracy-by-length curves; diagrams of a
                       decoder step, self-attention, multi-head attention and the whole
                       Transformer (plots only)
