@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import Claim, Question
+from . import Claim, Question, Rerun
 
 # Values: seed 0 native / default (or one value when both agree); in brackets, seeds 0-4 on
 # the native path where measured.
@@ -159,4 +159,30 @@ CLAIMS: list[Claim] = [
           0.05, 1.0),
 ]
 
-QUESTIONS: dict[int, Question] = {}
+# Percentages the text quotes from the papers, not from this lecture's outputs.
+PROSE_NUMBERS: dict[str, str] = {
+    "10%": "Sutskever et al.'s lower perplexity per extra LSTM layer (their section 3.4)",
+}
+
+TABLE_OF_SECTION_7 = Rerun(
+    "results = {name: accuracy_by_bucket(correct[name], test_buckets) for name in models}")
+
+# Each question trains one model with train_model: both tricks about as long as the forward
+# model, d_h = 256 about twice as long (40 CPU-s measured).
+QUESTIONS: dict[int, Question] = {
+    2: Question(
+        steps=('train_model("both tricks", reverse_source=True, feed_final=True)',
+               TABLE_OF_SECTION_7,
+               Rerun("by_position = {name: number_correct_by_position(name, 5) for name in "
+                     "models}")),
+        changed="sorted(by_position)",
+        check="'both tricks' in results and len(by_position['both tricks']) == 5 and "
+              "models['both tricks'].config.reverse_source and "
+              "models['both tricks'].config.feed_final"),
+    3: Question(
+        steps=(Rerun("def make_config(**tricks):", (("d_h=128", "d_h=256"),)),
+               'train_model("forward, d_h 256")',
+               TABLE_OF_SECTION_7),
+        changed="sorted(results)",
+        check="models['forward, d_h 256'].config.d_h == 256 and 'forward, d_h 256' in results"),
+}
