@@ -44,6 +44,9 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
     decoding          unit 06: beam search (Wu et al.'s length penalty), temperature and top-k
                       sampling, the log-probability of an output, decoders compared (search
                       and model errors)                        -> transformer, sequence
+    shipped_transformer  unit 06's Transformer, trained once with lecture 06's recipe (`make
+                      translators`) and shipped in data/: train_transformer, is_shipped, load
+                                                              -> translator, shipped_translators
     tokenization      unit 07: WordPiece (BERT-uncased's basic tokenisation, longest match
                       first, [CLS]/[SEP] and segment ids), train_wordpiece
     bert              unit 07: BertConfig, Bert (.attentions, head_mask), BertForPretraining,
