@@ -81,7 +81,8 @@ KNOWN_ARXIV_IDS = {
 
 # A paper without an arXiv id names where it appeared instead.
 VENUES = ("JMLR", "Journal of Machine Learning Research", "NeurIPS", "NIPS", "ICML", "ICLR",
-          "ACL", "EMNLP", "NAACL", "TACL", "ICASSP", "Distill", "Neural Computation")
+          "ACL", "EMNLP", "NAACL", "TACL", "ICASSP", "Distill", "Neural Computation",
+          "Journal of Documentation")
 
 HEADING = re.compile(r"^(#{1,6}) (.+?)\s*$", re.MULTILINE)
 YEAR = re.compile(r"\([^()]*\b(?:19|20)\d\d\b[^()]*\)")
