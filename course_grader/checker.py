@@ -36,6 +36,7 @@ import sys
 import time
 import traceback
 from collections import OrderedDict
+from dataclasses import dataclass, field
 
 import torch
 import zmq
@@ -59,6 +60,20 @@ class KernelLost(Exception):
 
 class CellTimeout(KernelLost):
     """The test cell ran out of time while the kernel was working."""
+
+
+@dataclass
+class EncodedCall:
+    """A call's arguments as the wire carries them: `args` and `kwargs` as plain data over
+    `tensors`; `originals` the tensors they came from and `labels` the parameter of each;
+    `grad` whether a gradient should flow back through the call."""
+
+    args: list = field(default_factory=list)
+    kwargs: dict = field(default_factory=dict)
+    tensors: list = field(default_factory=list)
+    originals: list = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    grad: bool = False
 
 
 class KernelLink:
@@ -205,57 +220,81 @@ class KernelLink:
         return found
 
     def call(self, fn: StudentFunction, args: tuple, kwargs: dict):
-        # Long on purpose: the one path by which a test cell calls student code; a security
-        # review reads its checks in order.
+        """The one path by which a test cell calls student code: send the call (its arguments
+        as plain data, with what the test forbids, substitutes and seeds), judge the reply
+        (an error, arguments changed in place) and decode the values that came back."""
         if self._depth == 0:
             self.callbacks.clear()
             self.callback_errors.clear()
             self.callback_labels.clear()
-        params = fn.params
-        call = describe_call(fn.name, params, args, kwargs)
+        call = describe_call(fn.name, fn.params, args, kwargs)
         for attempt in range(2):
-            encoded: list = []
-            originals: list = []
-            labels: list[str] = []
-
-            def fallback(obj, tensors, found):
-                return self._fallback(obj, tensors, found, cache=self.sent)
-
-            def enc(label, value, encoded=encoded, originals=originals, labels=labels,
-                    fallback=fallback):
-                start = len(originals)
-                data = wire.encode(value, encoded, originals=originals, fallback=fallback,
-                                   cache=self.sent)
-                labels.extend([label] * (len(originals) - start))
-                return data
-
-            args_data = [enc(params[i] if i < len(params) else f"#{i + 1}", a)
-                         for i, a in enumerate(args)]
-            kwargs_data = {"dict": [[k, enc(k, v)] for k, v in kwargs.items()]}
-            grad = torch.is_grad_enabled() and any(
-                isinstance(t, torch.Tensor) and t.requires_grad and t.dtype.is_floating_point
-                for t in originals)
-            test = remote.current()
-            names, reason = test.forbidden_names() if test else ([], "")
-            substitutes = {}
-            for name, function in (test.substitute_map() if test else {}).items():
-                substitutes[name] = self._register(function,
-                                                   f"{name} (the test's correct one)")
+            sent = self._encode_call(fn.params, args, kwargs)
             self._depth += 1
-            self._grad_depth += grad
+            self._grad_depth += sent.grad
             try:
-                reply = self.request({"op": "call", "fn": fn.name, "args": args_data,
-                                      "kwargs": kwargs_data, "tensors": encoded, "grad": grad,
-                                      "forbidden": names, "reason": reason,
-                                      "substitutes": substitutes,
-                                      "seed": test.seed() if test else None})
+                reply = self.request({"op": "call", "fn": fn.name, "args": sent.args,
+                                      "kwargs": sent.kwargs, "tensors": sent.tensors,
+                                      "grad": sent.grad, **self._restrictions()})
             finally:
                 self._depth -= 1
-                self._grad_depth -= grad
+                self._grad_depth -= sent.grad
             if reply.get("error") != "CacheMiss" or attempt:
                 break
             self.sent.clear()   # the kernel lost track of what it holds: send everything
         _print_student_output(fn.name, reply)
+        self._raise_for_error(call, reply)
+        records = reply.get("tensors", [])
+        if not isinstance(records, list):
+            raise KernelLost("the kernel's answer is malformed")
+        try:
+            plain = [wire.decode_tensor(r) for r in records]
+        except wire.WireError as err:
+            raise StudentCodeError(f"{call} returned something the grader cannot read: "
+                                   f"{err}") from None
+        self._charge_in_place(fn.name, call, reply.get("changed", []), sent.labels)
+        values = self._connected(reply.get("call"), records, plain, sent)
+        try:
+            return wire.decode(reply.get("value"), values)
+        except (wire.WireError, RecursionError) as err:
+            raise StudentCodeError(f"{call} returned something the grader cannot read: "
+                                   f"{err}") from None
+
+    def _encode_call(self, params: list[str], args: tuple, kwargs: dict) -> EncodedCall:
+        """A call's arguments as plain data, each tensor labelled by the parameter it is in."""
+        sent = EncodedCall()
+
+        def fallback(obj, tensors, found):
+            return self._fallback(obj, tensors, found, cache=self.sent)
+
+        def enc(label, value):
+            start = len(sent.originals)
+            data = wire.encode(value, sent.tensors, originals=sent.originals,
+                               fallback=fallback, cache=self.sent)
+            sent.labels.extend([label] * (len(sent.originals) - start))
+            return data
+
+        sent.args = [enc(params[i] if i < len(params) else f"#{i + 1}", a)
+                     for i, a in enumerate(args)]
+        sent.kwargs = {"dict": [[k, enc(k, v)] for k, v in kwargs.items()]}
+        sent.grad = torch.is_grad_enabled() and any(
+            isinstance(t, torch.Tensor) and t.requires_grad and t.dtype.is_floating_point
+            for t in sent.originals)
+        return sent
+
+    def _restrictions(self) -> dict:
+        """What the running test cell asks of every call: names forbidden (and why), the
+        functions it substitutes (registered as callbacks) and the seed."""
+        test = remote.current()
+        names, reason = test.forbidden_names() if test else ([], "")
+        substitutes = {name: self._register(function, f"{name} (the test's correct one)")
+                       for name, function in (test.substitute_map() if test else {}).items()}
+        return {"forbidden": names, "reason": reason, "substitutes": substitutes,
+                "seed": test.seed() if test else None}
+
+    def _raise_for_error(self, call: str, reply: dict) -> None:
+        """The student's code raised (or a test's function it called did), or the kernel
+        answered with something that is not a result."""
         if reply.get("type") == "error":
             if reply.get("error") == "CallbackFailed" and self.callback_errors:
                 callback_id, err = next(iter(self.callback_errors.items()))
@@ -269,43 +308,38 @@ class KernelLink:
             raise StudentCodeError(_raised(call, reply))
         if reply.get("type") != "result":
             raise KernelLost("the kernel answered a call with something else")
-        records = reply.get("tensors", [])
-        if not isinstance(records, list):
-            raise KernelLost("the kernel's answer is malformed")
-        try:
-            plain = [wire.decode_tensor(r) for r in records]
-        except wire.WireError as err:
-            raise StudentCodeError(f"{call} returned something the grader cannot read: "
-                                   f"{err}") from None
-        changed = reply.get("changed", [])
-        if isinstance(changed, list) and changed and fn.name not in self.charged_in_place:
-            # the test's own tensors are untouched (the kernel wrote into its copies)
-            self.charged_in_place.add(fn.name)
-            which = sorted({labels[i] for i in changed if isinstance(i, int)
-                            and 0 <= i < len(labels)})
-            raise GradingFailure(
-                f"{call} changed its argument{'s' if len(which) > 1 else ''} "
-                f"{', '.join(which)} in place. Leave the caller's tensors alone: compute new "
-                f"tensors (x = x + 1, masked_fill, torch.where) instead of writing into the "
-                f"ones you were given.")
-        values = plain
-        call_id = reply.get("call")
-        if grad and isinstance(call_id, int):
-            flagged = [i for i, r in enumerate(records) if r.get("grad") is True
-                       and plain[i].dtype.is_floating_point]
-            inputs = [t for t in originals if isinstance(t, torch.Tensor) and t.requires_grad
-                      and t.dtype.is_floating_point]
-            if flagged:
-                connected = _RemoteCall.apply(self, call_id, len(records), flagged,
-                                              [plain[i] for i in flagged], *inputs)
-                values = list(plain)
-                for i, t in zip(flagged, connected, strict=True):
-                    values[i] = t
-        try:
-            return wire.decode(reply.get("value"), values)
-        except (wire.WireError, RecursionError) as err:
-            raise StudentCodeError(f"{call} returned something the grader cannot read: "
-                                   f"{err}") from None
+
+    def _charge_in_place(self, name: str, call: str, changed, labels: list[str]) -> None:
+        """A function that wrote into its arguments fails, once per function and test cell
+        (the test's own tensors are untouched: the kernel wrote into its copies)."""
+        if not (isinstance(changed, list) and changed) or name in self.charged_in_place:
+            return
+        self.charged_in_place.add(name)
+        which = sorted({labels[i] for i in changed if isinstance(i, int)
+                        and 0 <= i < len(labels)})
+        raise GradingFailure(
+            f"{call} changed its argument{'s' if len(which) > 1 else ''} "
+            f"{', '.join(which)} in place. Leave the caller's tensors alone: compute new "
+            f"tensors (x = x + 1, masked_fill, torch.where) instead of writing into the "
+            f"ones you were given.")
+
+    def _connected(self, call_id, records: list, plain: list, sent: EncodedCall) -> list:
+        """The returned tensors, those the kernel says carry a gradient joined to the
+        autograd graph of the arguments, so that backward reaches the student's code."""
+        if not (sent.grad and isinstance(call_id, int)):
+            return plain
+        flagged = [i for i, r in enumerate(records) if r.get("grad") is True
+                   and plain[i].dtype.is_floating_point]
+        inputs = [t for t in sent.originals if isinstance(t, torch.Tensor) and t.requires_grad
+                  and t.dtype.is_floating_point]
+        if not flagged:
+            return plain
+        connected = _RemoteCall.apply(self, call_id, len(records), flagged,
+                                      [plain[i] for i in flagged], *inputs)
+        values = list(plain)
+        for i, t in zip(flagged, connected, strict=True):
+            values[i] = t
+        return values
 
     def backward(self, call_id: int, n_outputs: int, flagged: list[int], grads) -> list:
         full = [None] * n_outputs
