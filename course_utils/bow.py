@@ -9,6 +9,12 @@ words before that, w_{i-1-n_ctx} .. w_{i-2} (the "context window"):
     W_o, b_o  the output layer, (n_vocab, 2 d_emb) and (n_vocab,)
     A      "none":      nothing; the model is a bigram model, softmax(W_o E(w_{i-1}) + b_o)
            "mean":      the mean of E(w_k) over the window, every earlier word counting the same
+           "recency":   sum_k alpha_k E(w_k) with hand-set weights by position: alpha_k is
+                        proportional to decay^(i-2-k), so w_{i-2} counts most and each step
+                        further back multiplies a word's weight by `decay` (0.5: halves it)
+           "idf":       sum_k alpha_k E(w_k) with hand-set weights by word: alpha_k is
+                        proportional to idf(w_k), the inverse document frequency of w_k
+                        (`inverse_document_frequency`): rare words count more
            "attention": sum_k alpha_k E(w_k) with alpha = softmax_k(e_k) over the window, and the
                         score e_k of the earlier word w_k against the previous word w_{i-1}:
                  "dot":          e_k = E(w_k) . E(w_{i-1})
@@ -27,13 +33,14 @@ holds w_{i-1}; its window holds ids[:, t-n_ctx .. t-1]. Near the start of a sequ
 window reaches before the first word: those slots are padding and are masked (True = may
 attend), so they get zero weight; at t = 0 the window is empty and A is the zero vector.
 
-Read top to bottom: the window, the two score functions, the two bags of words, the model,
-then training (`training.fit`) and perplexity.
+Read top to bottom: the window, the two score functions, the bags of words (mean, hand-set
+weights, attention), the model, then training (`training.fit`) and perplexity.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -47,6 +54,7 @@ from course_utils._checks import (
     require_ids,
     require_int,
     require_mask,
+    require_number_in,
     require_query_and_keys,
     shape_str,
 )
@@ -61,6 +69,8 @@ __all__ = [
     "dot_scores",
     "feedforward_scores",
     "mean_bag_of_words",
+    "weighted_bag_of_words",
+    "inverse_document_frequency",
     "attention_bag_of_words",
     "get_batch",
     "next_word_loss",
@@ -68,7 +78,7 @@ __all__ = [
     "train_lm",
 ]
 
-POOLINGS = ("none", "mean", "attention", "position")
+POOLINGS = ("none", "mean", "recency", "idf", "attention", "position")
 SCORES = ("dot", "feedforward")
 EMBED_INIT_STD = 0.1
 
@@ -78,10 +88,12 @@ class BowConfig:
     vocab_size: int  # n_vocab
     d_emb: int = 64  # width of the word embeddings
     n_ctx: int = 12  # earlier words in the bag (before the previous word)
-    pooling: str = "attention"  # "none" (bigram), "mean", "attention" or "position"
+    pooling: str = "attention"  # "none" (bigram), "mean", "recency", "idf", "attention",
+    #                             "position"
     score: str = "dot"  # "dot" or "feedforward" (for pooling="attention")
     positions: bool = False  # add a learned vector per window slot to the keys before scoring
     d_a: int = 32  # width of the feed-forward scorer's hidden layer
+    decay: float = 0.5  # pooling="recency": a word's weight over that of the next nearer one
     pad_id: int = PAD_ID  # id of <pad>, never attended to
 
     def __post_init__(self):
@@ -90,6 +102,7 @@ class BowConfig:
         for name in ("vocab_size", "d_emb", "n_ctx", "d_a"):
             require_int(getattr(self, name), name)
         require_bool(self.positions, "positions")
+        require_number_in(self.decay, "decay", 0.0, 1.0, "a weight ratio")  # 1: the mean bag
         require_int(self.pad_id, "pad_id", low=0)
         if self.positions and self.pooling != "attention":
             raise ValueError(f"positions=True adds position vectors to attention keys; it needs "
@@ -193,6 +206,59 @@ def mean_bag_of_words(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (weights.unsqueeze(-1) * values).sum(-2) / count  # (..., d_emb)
 
 
+def weighted_bag_of_words(weights: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
+                          ) -> tuple[torch.Tensor, torch.Tensor]:
+    """A mean of the earlier words' embeddings with hand-set, non-negative weights.
+
+        alpha_k = weight_k / sum_{k': mask_k'} weight_k'  for mask_k (0 for padding),
+        A = sum_k alpha_k E(w_k)
+
+    Equal weights give the mean bag; weights by position or by word give the recency and
+    idf bags. weights: (..., n_ctx) >= 0, broadcastable to the mask;  values: (..., n_ctx,
+    d_emb);  mask: (..., n_ctx) bool, True = a real word.  Returns (A (..., d_emb), alpha
+    (..., n_ctx)); alpha is all zero (and A the zero vector) where the real words of a window
+    weigh nothing in all.
+    """
+    require_float_tensor(weights, "weights", "(..., n_ctx)")
+    require_float_tensor(values, "values", "(..., n_ctx, d_emb)", min_ndim=2)
+    require_mask(mask, "mask", values.shape[:-1], meaning="True = a real word")
+    if not bool((weights >= 0).all()):  # also False for NaN
+        raise ValueError("weights must be non-negative numbers (a word's share before "
+                         "normalising); got a negative or NaN weight")
+    kept = weights * mask  # (..., n_ctx), 0 on padding
+    alpha = kept / kept.sum(-1, keepdim=True).clamp_min(torch.finfo(kept.dtype).tiny)
+    bag = (alpha.unsqueeze(-1) * values).sum(-2)  # (..., n_ctx, 1) * (..., n_ctx, d_emb)
+    return bag, alpha  # (..., d_emb), (..., n_ctx)
+
+
+def inverse_document_frequency(ids: torch.Tensor, vocab_size: int, ends: Sequence[int]
+                               ) -> torch.Tensor:
+    """How rare each word is across the documents of a text: idf(w) = log(n_docs / df(w)).
+
+    The text ids (N,) is cut into documents after every token whose id is in `ends` (unit 01
+    cuts it into sentences, after . ? !; a last document without an end counts too). df(w)
+    is the number of documents that hold w at least once; a word that never occurs counts
+    as if it were in one (the rarest possible). A word in every document gets 0.
+    Returns idf: (vocab_size,) float32.
+    """
+    require_ids(ids, "ids (the whole text)", "(N,)", 1)
+    require_int(vocab_size, "vocab_size")
+    if ids.numel() == 0 or int(ids.min()) < 0 or int(ids.max()) >= vocab_size:
+        found = f"from {int(ids.min())} to {int(ids.max())}" if ids.numel() else "no ids"
+        raise ValueError(f"ids must be a non-empty text of ids in [0, {vocab_size - 1}] (the "
+                         f"vocabulary); got {found}")
+    ends = torch.as_tensor(list(ends), dtype=torch.long)  # (n_ends,)
+    if ends.numel() == 0:
+        raise ValueError("ends must name at least one token id that closes a document (unit 01: "
+                         "vocab.encode(['.', '?', '!']))")
+    is_end = torch.isin(ids, ends)  # (N,)
+    document = torch.cumsum(is_end.long(), 0) - is_end.long()  # (N,), an end closes its own
+    n_docs = int(document[-1]) + 1
+    pairs = torch.unique(document * vocab_size + ids)  # each (document, word) once
+    df = torch.bincount(pairs % vocab_size, minlength=vocab_size).clamp_min(1)  # (vocab_size,)
+    return torch.log(n_docs / df.double()).float()  # (vocab_size,)
+
+
 def attention_bag_of_words(scores: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
                            ) -> tuple[torch.Tensor, torch.Tensor]:
     """The attention-weighted mean of the earlier words' embeddings.
@@ -220,14 +286,29 @@ def attention_bag_of_words(scores: torch.Tensor, values: torch.Tensor, mask: tor
 
 
 class BagOfWordsLM(nn.Module):
-    """Bigram, bigram + mean bag of words, bigram + attention bag of words, or the
-    position-only control (see the module docstring). forward(ids (B, T)) -> (logits
-    (B, T, n_vocab), alpha (B, T, n_ctx) or None): the logits at position t predict the word after
-    ids[:, t]."""
+    """Bigram, bigram + mean bag of words, + a bag with hand-set weights (by recency or by
+    idf), + attention bag of words, or the position-only control (see the module docstring).
+    forward(ids (B, T)) -> (logits (B, T, n_vocab), alpha (B, T, n_ctx) or None): the logits at
+    position t predict the word after ids[:, t]; alpha is None for the bigram and the mean bag.
 
-    def __init__(self, config: BowConfig):
+    word_weights (n_vocab,), non-negative: each word's weight in the "idf" bag (required there,
+    refused for the other poolings); kept in the state dict as the buffer `word_weight`."""
+
+    def __init__(self, config: BowConfig, word_weights: torch.Tensor | None = None):
         super().__init__()
         self.config = config
+        if (word_weights is None) == (config.pooling == "idf"):
+            raise ValueError(f"word_weights (n_vocab,) are the weights of pooling='idf' and only "
+                             f"of it (e.g. bow.inverse_document_frequency(...)); got pooling="
+                             f"{config.pooling!r} and word_weights "
+                             f"{'None' if word_weights is None else 'given'}")
+        if word_weights is not None:
+            require_float_tensor(word_weights, "word_weights", f"({config.vocab_size},)", ndim=1)
+            if word_weights.shape[0] != config.vocab_size or not bool((word_weights >= 0).all()):
+                raise ValueError(f"word_weights must be {config.vocab_size} non-negative "
+                                 f"weights, one per word of the vocabulary; got shape "
+                                 f"{shape_str(word_weights.shape)}")
+            self.register_buffer("word_weight", word_weights.detach().float().clone())
         d_emb, d_a, n_vocab = config.d_emb, config.d_a, config.vocab_size
         self.embed = nn.Embedding(n_vocab, d_emb)  # E
         if config.pooling == "attention" and config.score == "feedforward":
@@ -250,6 +331,15 @@ class BagOfWordsLM(nn.Module):
         return feedforward_scores(query, keys, self.score_hidden.weight, self.score_hidden.bias,
                                   self.score_w_a)
 
+    def hand_set_weights(self, context: torch.Tensor) -> torch.Tensor:
+        """The recency or idf bag's weights (B, T, n_ctx) for the window ids `context`, before
+        normalising: decay^(distance - 1), distance 1 for the last slot; or idf(w_k)."""
+        if self.config.pooling == "idf":
+            return self.word_weight[context]  # (B, T, n_ctx)
+        n_ctx = self.config.n_ctx
+        distance = torch.arange(n_ctx, 0, -1, dtype=torch.float32)  # (n_ctx,): n_ctx .. 1
+        return (self.config.decay ** (distance - 1)).expand(context.shape)  # (B, T, n_ctx)
+
     def forward(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         require_ids(ids, "ids", "(B, T)", 2)
         config = self.config
@@ -263,6 +353,8 @@ class BagOfWordsLM(nn.Module):
         keys = self.embed(context)  # E(w_k): (B, T, n_ctx) -> (B, T, n_ctx, d_emb)
         if config.pooling == "mean":
             bag, alpha = mean_bag_of_words(keys, mask), None  # (B, T, d_emb)
+        elif config.pooling in ("recency", "idf"):
+            bag, alpha = weighted_bag_of_words(self.hand_set_weights(context), keys, mask)
         elif config.pooling == "position":
             scores = self.slot_score.expand(mask.shape)  # (n_ctx,) -> (B, T, n_ctx)
             bag, alpha = attention_bag_of_words(scores, keys, mask)  # (B, T, d_emb), (B, T, n_ctx)

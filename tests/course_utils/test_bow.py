@@ -168,6 +168,47 @@ def test_bags_reject_bad_masks_and_scores():
         bow.attention_bag_of_words(torch.zeros(2, 4, 3), values, torch.ones(2, 3, 4, dtype=bool))
 
 
+def test_weighted_bag_normalises_hand_set_weights_over_the_real_words():
+    B, T, W, D = 2, 5, 4, 3
+    values, mask = randn(B, T, W, D, seed=1), rand_mask(B, T, W, seed=2)
+    mask[0, 1] = False  # an empty window
+    weights = torch.tensor([1.0, 2.0, 4.0, 8.0])  # one weight per slot, broadcast
+    bag, alpha = bow.weighted_bag_of_words(weights, values, mask)
+    assert bag.shape == (B, T, D) and alpha.shape == (B, T, W)
+    expected = weights * mask / (weights * mask).sum(-1, keepdim=True).clamp_min(1e-30)
+    torch.testing.assert_close(alpha, expected)
+    torch.testing.assert_close(bag, torch.einsum("btw,btwd->btd", expected, values))
+    assert float(alpha[~mask].abs().max()) == 0.0 and float(bag[0, 1].abs().sum()) == 0.0
+    # equal weights are the mean bag; weights of zero on every real word give A = 0
+    torch.testing.assert_close(bow.weighted_bag_of_words(torch.ones(W), values, mask)[0],
+                               bow.mean_bag_of_words(values, mask))
+    zero_bag, zero_alpha = bow.weighted_bag_of_words(torch.zeros(W), values, mask)
+    assert float(zero_bag.abs().sum()) == 0.0 and float(zero_alpha.abs().sum()) == 0.0
+    with pytest.raises(ValueError, match="weights must be non-negative"):
+        bow.weighted_bag_of_words(torch.tensor([1.0, -1.0, 1.0, 1.0]), values, mask)
+    with pytest.raises(ValueError, match="weights must be non-negative"):
+        bow.weighted_bag_of_words(torch.tensor([1.0, math.nan, 1.0, 1.0]), values, mask)
+
+
+def test_inverse_document_frequency_counts_documents_not_occurrences():
+    # documents end after id 2: [4 5 4 2] [5 6 2] [4 7] -> df: 4 in 2, 5 in 2, 6 in 1, 7 in 1,
+    # 2 in 2 (it closes the first two); 0, 1, 3 and 8 never occur (counted as in one)
+    ids = torch.tensor([4, 5, 4, 2, 5, 6, 2, 4, 7])
+    idf = bow.inverse_document_frequency(ids, 9, ends=[2])
+    assert idf.shape == (9,) and idf.dtype == torch.float32
+    df = torch.tensor([1, 1, 2, 1, 2, 2, 1, 1, 1], dtype=torch.float64)
+    torch.testing.assert_close(idf, torch.log(3 / df).float())
+    # a word in every document gets 0; one document only: every word that occurs gets 0
+    assert float(bow.inverse_document_frequency(torch.tensor([4, 2, 4, 2]), 5, [2])[4]) == 0.0
+    assert bow.inverse_document_frequency(torch.tensor([4, 5]), 6, [2])[4:].tolist() == [0, 0]
+    with pytest.raises(ValueError, match=r"ids in \[0, 4\] \(the vocabulary\); got from 0 to 7"):
+        bow.inverse_document_frequency(torch.tensor([0, 7]), 5, [2])
+    with pytest.raises(ValueError, match="ends must name at least one token id"):
+        bow.inverse_document_frequency(ids, 9, [])
+    with pytest.raises(ValueError, match=r"ids \(the whole text\) must have dtype torch.int64"):
+        bow.inverse_document_frequency(ids.float(), 9, [2])
+
+
 # --------------------------------------------------------------------------- the model
 
 
@@ -327,6 +368,48 @@ def test_position_options():
     torch.testing.assert_close(alpha[:, 4:], expected.expand(2, 5, 4))
     with pytest.raises(ValueError, match="positions=True .* needs pooling='attention'"):
         bow.BowConfig(30, pooling="mean", positions=True)
+
+
+def test_hand_set_bags_weigh_by_recency_and_by_word_and_learn_nothing_else():
+    ids = torch.tensor([[5, 9, 5, 12, 3, 7, 8]])
+    torch.manual_seed(0)
+    recency = bow.BagOfWordsLM(bow.BowConfig(30, d_emb=8, n_ctx=4, pooling="recency"))
+    _, alpha = recency(ids)
+    halves = torch.tensor([1 / 8, 1 / 4, 1 / 2, 1.0])  # slot n_ctx - 1 is w_(i-2)
+    torch.testing.assert_close(alpha[0, 4:], (halves / halves.sum()).expand(3, 4))
+    torch.testing.assert_close(alpha[0, 2], torch.tensor([0.0, 0.0, 1 / 3, 2 / 3]))  # padding
+    word_weights = torch.arange(30, dtype=torch.float32)  # word w weighs w
+    idf_bag = bow.BagOfWordsLM(bow.BowConfig(30, d_emb=8, n_ctx=4, pooling="idf"), word_weights)
+    logits, alpha = idf_bag(ids)
+    torch.testing.assert_close(alpha[0, 6], torch.tensor([5.0, 12, 3, 7]) / 27)  # ids[0, 2:6]
+    E, W_o, b_o = idf_bag.embed.weight, idf_bag.out.weight, idf_bag.out.bias
+    expected = W_o @ torch.cat([E[8], alpha[0, 6] @ E[ids[0, 2:6]]]) + b_o
+    torch.testing.assert_close(logits[0, 6], expected)
+    # the weights are set by hand: no parameter beyond the embeddings and the output layer
+    for model in (recency, idf_bag):
+        assert {n for n, _ in model.named_parameters()} == {"embed.weight", "out.weight",
+                                                             "out.bias"}
+    assert torch.equal(idf_bag.state_dict()["word_weight"], word_weights)
+    # decay = 1 is the mean bag
+    torch.manual_seed(0)
+    flat = bow.BagOfWordsLM(bow.BowConfig(30, d_emb=8, n_ctx=4, pooling="recency", decay=1.0))
+    torch.manual_seed(0)
+    mean = bow.BagOfWordsLM(bow.BowConfig(30, d_emb=8, n_ctx=4, pooling="mean"))
+    torch.testing.assert_close(flat(ids)[0], mean(ids)[0])
+
+
+def test_hand_set_bags_reject_bad_settings():
+    with pytest.raises(ValueError, match=r"decay must be a weight ratio in \[0, 1\]; got 2"):
+        bow.BowConfig(30, pooling="recency", decay=2)
+    with pytest.raises(ValueError, match="word_weights .* only of it .* pooling='idf' and "
+                                         "word_weights None"):
+        bow.BagOfWordsLM(bow.BowConfig(30, pooling="idf"))
+    with pytest.raises(ValueError, match="pooling='mean' and word_weights given"):
+        bow.BagOfWordsLM(bow.BowConfig(30, pooling="mean"), torch.ones(30))
+    with pytest.raises(ValueError, match=r"30 non-negative weights.*got shape \(29,\)"):
+        bow.BagOfWordsLM(bow.BowConfig(30, pooling="idf"), torch.ones(29))
+    with pytest.raises(ValueError, match="30 non-negative weights"):
+        bow.BagOfWordsLM(bow.BowConfig(30, pooling="idf"), -torch.ones(30))
 
 
 # --------------------------------------------------------------------------- weights by position
