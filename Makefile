@@ -164,7 +164,8 @@ translators: $(STAMP)
 		from course_utils.shipped_translators import RECIPES, write_shipped; \
 		[print(unit, write_shipped(recipe=recipe)) for unit, recipe in RECIPES.items()]; \
 		from course_utils import shipped_grouped_query; print('09', shipped_grouped_query.write_shipped()); \
-		from course_utils import shipped_long_inputs; print('09', shipped_long_inputs.write_shipped())"
+		from course_utils import shipped_long_inputs; print('09', shipped_long_inputs.write_shipped()); \
+		from course_utils import shipped_transformer; print('06', shipped_transformer.write_shipped())"
 
 release: $(STAMP)
 	@for unit in $(UNITS); do \
