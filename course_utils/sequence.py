@@ -61,7 +61,7 @@ def greedy_decode(step, state, batch_size: int, *, max_len: int, start_id: int =
     <pad>. The loop stops when every row has ended, or after `max_len` steps.
 
     Returns ids (B, T_out) int64 with T_out <= max_len; with `return_weights`, (ids, weights) where
-    weights is (B, L, S) if `step` returned weights, else None.
+    weights is (B, T_out, S) if `step` returned weights, else None.
     """
     require_int(max_len, "max_len")
     require_int(batch_size, "batch_size")
@@ -84,13 +84,13 @@ def greedy_decode(step, state, batch_size: int, *, max_len: int, start_id: int =
     ids = torch.stack(outputs, dim=1)  # T_out x (B,) -> (B, T_out)
     if not return_weights:
         return ids
-    return ids, (torch.stack(weights, dim=1) if weights else None)  # (B, L, S)
+    return ids, (torch.stack(weights, dim=1) if weights else None)  # (B, T_out, S)
 
 
 # ----------------------------------------------------------------------------- metrics
 
 def _align_widths(pred: torch.Tensor, gold: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Both padded with <pad> on the right to the wider of the two, L' = max(L, T):
+    """Both padded with <pad> on the right to the wider of the two, T' = max(T_out, T):
     (B, T'), (B, T')."""
     require_ids(pred, "pred", "(B, T_out)", 2)
     require_ids(gold, "gold", "(B, T)", 2)

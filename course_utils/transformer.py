@@ -397,7 +397,7 @@ class Transformer(nn.Module):
     def translate(self, src, lengths, max_len: int | None = None, use_cache: bool = True,
                   start_id: int = START_ID, end_id: int = END_ID) -> torch.Tensor:
         """Greedy decoding of a batch until <end> (each row on its own) or max_len steps:
-        ids (B, L), <pad> after each row's <end>. `use_cache=False` recomputes the whole
+        ids (B, T_out), <pad> after each row's <end>. `use_cache=False` recomputes the whole
         prefix at every step; both give the same tokens."""
         require_bool(use_cache, "use_cache")
         memory, src_mask = self.encode(src, lengths)

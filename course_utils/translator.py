@@ -89,7 +89,7 @@ class Seq2Seq(nn.Module):
 
     @torch.no_grad()
     def translate(self, src, lengths, max_len: int | None = None, return_weights=False):
-        """Greedy decoding of a batch: ids (B, L) (and weights (B, L, S) or None)."""
+        """Greedy decoding of a batch: ids (B, T_out) (and weights (B, T_out, S) or None)."""
         enc = self.encoder(src, lengths)
         s0 = self.decoder.init_state(enc)  # (B, d_h)
         return greedy_decode(lambda y, s: self.decoder.step(y, s, enc), s0, src.shape[0],

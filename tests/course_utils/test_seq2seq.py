@@ -334,7 +334,7 @@ def test_greedy_decode_collects_weights_when_the_step_returns_them():
     step = ScriptedStep([[4, END, 9], [4, 4, END]], vocab=10, weights_width=3)
     ids, weights = greedy_decode(step, 0, 2, max_len=6, return_weights=True)
     assert ids.tolist() == [[4, END, PAD], [4, 4, END]]
-    assert weights.shape == (2, 3, 3)  # (B, L, S)
+    assert weights.shape == (2, 3, 3)  # (B, T_out, S)
     assert weights[:, :, 0].tolist() == [[0.0, 1.0, 2.0]] * 2  # step t's weights at position t
     ids, none = greedy_decode(ScriptedStep([[END]]), 0, 1, max_len=3, return_weights=True)
     assert ids.tolist() == [[END]] and none is None
