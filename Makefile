@@ -16,7 +16,9 @@ export PATH := $(abspath $(BIN)):$(PATH)
 # A configuration file that fails to load makes nbgrader stop, instead of grading with its
 # defaults (no sandbox, hidden tests in the feedback).
 export TRAITLETS_APPLICATION_RAISE_CONFIG_FILE_ERROR := 1
-UNITS := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard solutions/*/*.ipynb)))))
+# The units, from their registry, course_utils/units.py (plain Python, so any python3 reads it,
+# before the set-up too); expanded where a target uses them, and never empty.
+UNITS = $(or $(shell $(PYTHON) course_utils/units.py),$(error $(PYTHON) course_utils/units.py listed no unit))
 NBGRADER := $(BIN)/nbgrader
 LAB_ARGS ?=
 PYTEST_ARGS ?=

@@ -2,14 +2,14 @@
 
     python -m course_publish.edition [--out dist/student] [--zip]
 
-writes a folder that holds the lectures (with their outputs), the released exercises, the
-`course_utils` package, a README for students, a Makefile whose `make lab` sets everything up
-(its set-up steps are copied from this repository's Makefile, between the `#>> student
-edition` marks, so the two cannot drift), a pyproject.toml for course_utils alone, a
-requirements.lock that pins the course's runtime packages as installed here, and a student's
-nbgrader_config.py (course id and exchange folder). Not in it: `solutions/`, hidden tests,
-`course_grader` and this package, the instructor's configuration, the gradebook, submissions,
-the test suite.
+writes a folder that holds the lectures (with their outputs) and the released exercises of
+every unit of course_utils/units.py, the `course_utils` package, a README for students, a
+Makefile whose `make lab` sets everything up (its set-up steps are copied from this
+repository's Makefile, between the `#>> student edition` marks, so the two cannot drift), a
+pyproject.toml for course_utils alone, a requirements.lock that pins the course's runtime
+packages as installed here, and a student's nbgrader_config.py (course id and exchange
+folder). Not in it: `solutions/`, hidden tests, `course_grader` and this package, the
+instructor's configuration, the gradebook, submissions, the test suite.
 
 `leaks(folder)` lists what of the grader's a folder holds; the build refuses to finish when it
 finds anything (see tests/course_publish/test_edition.py).
@@ -27,8 +27,10 @@ from pathlib import Path
 import nbformat
 from packaging.requirements import Requirement
 
+from course_utils import units as registered
+
 __all__ = ["MIN_SECRET_LINE", "TEMPLATES", "build", "hidden_test_lines", "leaks",
-           "pinned_requirements", "main"]
+           "pinned_requirements", "main", "unit_files"]
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = Path(__file__).resolve().parent / "student_edition"
@@ -56,6 +58,18 @@ def pinned_requirements(requirements: list[str]) -> list[str]:
             if req.marker is None or req.marker.evaluate({"extra": ""}):
                 todo.append(req.name)
     return [f"{name}=={version}" for name, version in sorted(pins.items())]
+
+
+def unit_files(registry: tuple[registered.Unit, ...] = registered.UNITS) -> list[Path]:
+    """What the edition holds of each unit of `registry`, relative to the course: its lecture
+    and its exercise's folder (the release), in the registry's order. A RuntimeError names
+    every registered notebook that is missing and every notebook of no registered unit."""
+    problems = (registered.mismatches(ROOT / "lectures", "lecture", registry)
+                + registered.mismatches(ROOT / "exercises", "exercise", registry))
+    if problems:
+        raise RuntimeError("the lectures and exercises and course_utils/units.py disagree:\n  "
+                           + "\n  ".join(problems))
+    return [path for unit in registry for path in (unit.lecture, unit.exercise.parent)]
 
 
 def _student_dependencies() -> list[str]:
@@ -145,12 +159,17 @@ def leaks(folder: Path, public: tuple[Path, ...] = ()) -> list[str]:
 def build(out: Path) -> Path:
     """Write the student edition to `out` (replaced if it exists) and return it."""
     out = Path(out)
+    copied = unit_files()
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
     ignore = shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints", "*.pyc")
-    shutil.copytree(ROOT / "lectures", out / "lectures", ignore=ignore)
-    shutil.copytree(ROOT / "exercises", out / "exercises", ignore=ignore)
+    for path in copied:
+        if (ROOT / path).is_dir():
+            shutil.copytree(ROOT / path, out / path, ignore=ignore)
+        else:
+            (out / path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / path, out / path)
     shutil.copytree(ROOT / "course_utils", out / "course_utils", ignore=ignore)
     shutil.copy2(TEMPLATES / "pyproject.toml", out / "pyproject.toml")
     # stored as a template: in this package it would be a module that cannot be imported

@@ -15,8 +15,9 @@ server, with nothing fetched from the network:
 Every page starts with a note on how to open it in JupyterLab (`make lab`, the file's path),
 and a notebook page links to the unit's other page (lecture to exercise and back); the
 sidebar, the previous/next links and the search come with the theme. The table of contents is
-made from the folders, so a new unit (`lectures/10_*.ipynb`, `exercises/10_*/`) or a new guide
-gets its pages without editing anything here.
+made from the registry of units (course_utils/units.py) and the guides' folder, so a new unit
+(its entry there, `lectures/10_*.ipynb`, `exercises/10_*/`) or a new guide gets its pages
+without editing anything here; a notebook of no registered unit stops the build.
 
 The book is built with Sphinx, myst-nb and sphinx-book-theme, the stack that jupyter-book 1.x
 drives, called directly: jupyter-book 1.x caps myst-parser below 3, which needs an older
@@ -46,6 +47,7 @@ from pathlib import Path
 import nbformat
 
 from course_publish.edition import MIN_SECRET_LINE, hidden_test_lines
+from course_utils import units as registered
 
 __all__ = ["GUIDES", "Unit", "build", "guides", "leaks", "main", "page_text", "readme_section",
            "secret_lines", "units", "write_sources"]
@@ -58,22 +60,25 @@ MATHJAX = "sphinx-mathjax-offline/static/mathjax/tex-svg-full.js"  # in that dis
 
 @dataclass(frozen=True)
 class Unit:
-    """One unit of the course: its number ("00") and its two notebooks, either may be missing."""
+    """One unit's pages: its number ("00"), its lecture and its exercise notebook."""
 
     number: str
-    lecture: Path | None = None
-    exercise: Path | None = None
+    lecture: Path
+    exercise: Path
 
 
-def units(lectures: Path = ROOT / "lectures", exercises: Path = ROOT / "exercises") -> list[Unit]:
-    """Every unit found in the folders, in order: `lectures/NN_*.ipynb` and
-    `exercises/NN_*/*.ipynb` belong to unit NN."""
-    found: dict[str, dict[str, Path]] = {}
-    for path in sorted(lectures.glob("[0-9]*.ipynb")):
-        found.setdefault(path.stem.split("_")[0], {})["lecture"] = path
-    for path in sorted(exercises.glob("[0-9]*/*.ipynb")):
-        found.setdefault(path.parent.name.split("_")[0], {})["exercise"] = path
-    return [Unit(number, **paths) for number, paths in sorted(found.items())]
+def units(lectures: Path = ROOT / "lectures", exercises: Path = ROOT / "exercises",
+          registry: tuple[registered.Unit, ...] = registered.UNITS) -> list[Unit]:
+    """Every unit of `registry` (course_utils/units.py), in its order, with its lecture in
+    `lectures` and its exercise in `exercises`. A RuntimeError names every registered notebook
+    that is missing and every notebook of no registered unit."""
+    problems = (registered.mismatches(lectures, "lecture", registry)
+                + registered.mismatches(exercises, "exercise", registry))
+    if problems:
+        raise RuntimeError("the site's notebooks and course_utils/units.py disagree:\n  "
+                           + "\n  ".join(problems))
+    return [Unit(unit.number, lectures / unit.lecture.name,
+                 exercises / unit.exercise.relative_to("exercises")) for unit in registry]
 
 
 def guides(folder: Path = GUIDES) -> list[Path]:
@@ -107,9 +112,8 @@ def _lecture_note(unit: Unit) -> str:
     body = (f"Run `make lab` in the course folder, then open `lectures/{unit.lecture.name}`: "
             "it is stored with its outputs, so you can read it first and run it after "
             "(*Run → Run All Cells*).")
-    if unit.exercise is not None:
-        link = f"../exercises/{unit.exercise.parent.name}/{unit.exercise.name}"
-        body += f"\n\nThe exercise of this unit: [{_title(unit.exercise)}]({link})."
+    link = f"../exercises/{unit.exercise.parent.name}/{unit.exercise.name}"
+    body += f"\n\nThe exercise of this unit: [{_title(unit.exercise)}]({link})."
     return _note("Open this lecture in JupyterLab", body)
 
 
@@ -118,9 +122,8 @@ def _exercise_note(unit: Unit) -> str:
     body = (f"Run `make lab` in the course folder, then open `{path}`. Fill in the cells marked "
             "`YOUR CODE HERE` and run the test cell under each; *Kernel → Restart Kernel and "
             "Run All Cells* runs them all.")
-    if unit.lecture is not None:
-        body += (f"\n\nThe lecture of this unit: [{_title(unit.lecture)}]"
-                 f"(../../lectures/{unit.lecture.name}).")
+    body += (f"\n\nThe lecture of this unit: [{_title(unit.lecture)}]"
+             f"(../../lectures/{unit.lecture.name}).")
     return _note("Work on this exercise in JupyterLab", body)
 
 
@@ -143,7 +146,7 @@ def _with_note(source: Path, note: str) -> nbformat.NotebookNode:
 
 def _unit_table(readme: str, found: list[Unit]) -> str:
     """The README's section "Units", each row's exercise column with a link to its page."""
-    exercises = {unit.number: unit.exercise for unit in found if unit.exercise is not None}
+    exercises = {unit.number: unit.exercise for unit in found}
 
     def link(row: re.Match) -> str:
         cells = row.group(0).split("|")
@@ -226,17 +229,15 @@ def write_sources(src: Path, found: list[Unit], readme: str, guide_files: list[P
     Returns the pages in reading order, as Sphinx names them."""
     pages = []
     for unit in found:
-        if unit.lecture is not None:
-            nb = _with_note(unit.lecture, _lecture_note(unit))
-            (src / "lectures").mkdir(parents=True, exist_ok=True)
-            nbformat.write(nb, src / "lectures" / unit.lecture.name)
-            pages.append(f"lectures/{unit.lecture.stem}")
-        if unit.exercise is not None:
-            folder = src / "exercises" / unit.exercise.parent.name
-            folder.mkdir(parents=True, exist_ok=True)
-            nbformat.write(_with_note(unit.exercise, _exercise_note(unit)),
-                           folder / unit.exercise.name)
-            pages.append(f"exercises/{unit.exercise.parent.name}/{unit.exercise.stem}")
+        (src / "lectures").mkdir(parents=True, exist_ok=True)
+        nbformat.write(_with_note(unit.lecture, _lecture_note(unit)),
+                       src / "lectures" / unit.lecture.name)
+        pages.append(f"lectures/{unit.lecture.stem}")
+        folder = src / "exercises" / unit.exercise.parent.name
+        folder.mkdir(parents=True, exist_ok=True)
+        nbformat.write(_with_note(unit.exercise, _exercise_note(unit)),
+                       folder / unit.exercise.name)
+        pages.append(f"exercises/{unit.exercise.parent.name}/{unit.exercise.stem}")
     guide_pages = []
     for path in guide_files:
         (src / "guides").mkdir(exist_ok=True)
@@ -312,14 +313,15 @@ def leaks(site: Path, secrets: set[str] | None = None) -> list[str]:
 
 
 def build(out: Path, lectures: Path = ROOT / "lectures", exercises: Path = ROOT / "exercises",
-          readme: Path = ROOT / "README.md", guides_folder: Path = GUIDES) -> Path:
-    """Build the book from the notebooks in `lectures` and `exercises` and the guides in
-    `guides_folder` into `out` (replaced if it exists) and return it. Refuses to finish if a
-    page shows a secret line."""
+          readme: Path = ROOT / "README.md", guides_folder: Path = GUIDES,
+          registry: tuple[registered.Unit, ...] = registered.UNITS) -> Path:
+    """Build the book of the units of `registry`, from their notebooks in `lectures` and
+    `exercises`, and of the guides in `guides_folder`, into `out` (replaced if it exists) and
+    return it. Refuses to finish if a page shows a secret line."""
     out = Path(out)
-    found = units(lectures, exercises)
+    found = units(lectures, exercises, registry)
     if not found:
-        raise RuntimeError(f"no lecture in {lectures} and no exercise in {exercises}")
+        raise RuntimeError("course_utils/units.py lists no unit")
     with tempfile.TemporaryDirectory(prefix="course-site-") as work:
         src, html_dir = Path(work) / "src", Path(work) / "html"
         src.mkdir()

@@ -90,6 +90,9 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
     widgets           ipywidgets explorers (a softmax-temperature slider, an attention
                       explorer); they also leave a static figure in notebooks executed
                       without a browser
+    units             the registry of the course's units (Unit, UNITS: number, slug, title,
+                      modules, shipped files; the paths of its notebooks), which the
+                      Makefile, the website, the student edition and the tests read
 
 The check convention, apart from the teaching code (it runs in a student's kernel at home and
 in the grader's checker when a submission is graded; the instructor's grading machinery is

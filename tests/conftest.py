@@ -18,6 +18,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from course_utils import units as registered
+
 # One thread per process, for this process and every process it starts (kernels, nbgrader,
 # servers), unless the caller chose: `make test` runs two workers on two cores, each with
 # kernels and checkers of its own, and PyTorch's default of a thread per core made every one of
@@ -27,7 +29,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-UNITS = sorted(p.parent.name for p in ROOT.glob("solutions/*/*.ipynb"))
+UNITS = [unit.name for unit in registered.UNITS]   # course_utils/units.py; tests/test_units.py
 
 
 def system_tool(name: str) -> str | None:

@@ -24,6 +24,8 @@ from mdit_py_plugins.dollarmath import dollarmath_plugin
 
 from course_publish.edition import hidden_test_lines
 from course_publish.site import build, guides, leaks, page_text, readme_section, units
+from course_utils.units import UNITS as REGISTERED
+from course_utils.units import Unit
 
 UNITS = units()
 LECTURES = [u.lecture for u in UNITS if u.lecture is not None]
@@ -344,8 +346,9 @@ def test_the_leak_check_finds_a_hidden_test_line_on_a_page(site, tmp_path):
     assert leaks(tmp_path) == [f"page.html: {line!r}"]
 
 
-def fake_unit(folder: Path, number: str) -> None:
-    """A lecture and an exercise of a new unit `number`, as a course adds one."""
+def fake_unit(folder: Path, number: str) -> Unit:
+    """A lecture and an exercise of a new unit `number`, as a course adds one; its entry in
+    the registry of units."""
     name = f"{number}_a_unit_added_later"
     python = {"language_info": {"name": "python"}}
     lecture = nbformat.v4.new_notebook(metadata=python, cells=[
@@ -357,39 +360,41 @@ def fake_unit(folder: Path, number: str) -> None:
     (folder / "exercises" / name).mkdir(parents=True)
     nbformat.write(lecture, folder / "lectures" / f"{name}.ipynb")
     nbformat.write(exercise, folder / "exercises" / name / f"{name}.ipynb")
+    return Unit(number, "a_unit_added_later", "A unit added later")
 
 
-def test_a_unit_added_later_gets_its_pages_without_any_configuration(tmp_path):
-    """Unit 00 as it is and a new unit 09, in folders of their own: the builder finds both
-    and links them (no table of contents or configuration to edit)."""
+def test_a_unit_added_later_gets_its_pages_from_its_registry_entry(tmp_path):
+    """Unit 00 as it is and a new unit 01, in folders of their own: the builder finds both
+    from their entries in the registry of units and links them (no table of contents or
+    configuration to edit)."""
     course = tmp_path / "course"
     (course / "lectures").mkdir(parents=True)
     shutil.copy(ROOT / "lectures" / "00_attention_as_lookup.ipynb", course / "lectures")
     shutil.copytree(ROOT / "exercises" / "00_attention_as_lookup",
                     course / "exercises" / "00_attention_as_lookup")
-    fake_unit(course, "09")
+    added = fake_unit(course, "01")
     out = build(tmp_path / "site", lectures=course / "lectures",
-                exercises=course / "exercises")
-    lecture = out / "lectures" / "09_a_unit_added_later.html"
-    exercise = out / "exercises" / "09_a_unit_added_later" / "09_a_unit_added_later.html"
+                exercises=course / "exercises", registry=(REGISTERED[0], added))
+    lecture = out / "lectures" / "01_a_unit_added_later.html"
+    exercise = out / "exercises" / "01_a_unit_added_later" / "01_a_unit_added_later.html"
     assert lecture.exists() and exercise.exists()
     assert str(lecture.resolve()) in hrefs(out / "index.html")
     assert str(exercise.resolve()) in hrefs(lecture)
     assert str(lecture.resolve()) in hrefs(out / "exercises" / "00_attention_as_lookup" /
                                            "00_attention_as_lookup.html")   # "next"
-    assert "Unit 09 — A unit added later" in page_text(out / "index.html")
+    assert "Unit 01 — A unit added later" in page_text(out / "index.html")
 
 
 def test_a_guide_that_shows_a_hidden_test_line_stops_the_build(tmp_path):
     """The guides are pages like the others: one that quotes a line of a hidden test makes
     the build refuse to finish, naming the page."""
     course = tmp_path / "course"
-    fake_unit(course, "00")
+    added = fake_unit(course, "00")
     folder = tmp_path / "guides"
     folder.mkdir()
     line = sorted(hidden_test_lines())[0]
     (folder / "a_guide.md").write_text(f"# A guide\n\n```python\n{line}\n```\n")
     with pytest.raises(RuntimeError, match=r"the site would give away:\s+guides/a_guide.html"):
         build(tmp_path / "site", lectures=course / "lectures", exercises=course / "exercises",
-              guides_folder=folder)
+              guides_folder=folder, registry=(added,))
     assert not (tmp_path / "site").exists()
