@@ -24,9 +24,10 @@ from nbgrader.preprocessors import (
 )
 
 import course_grader
+from course_grader.feedback import FeedbackExporter
 from course_grader.lms import CanvasCollector, CanvasExtractor, LmsGradesExporter
 from course_grader.nbgrader_hooks import HideHiddenTests, RestoreCells, SafeExecute
-from course_grader.sanitize import SafeHTMLExporter, SanitizeNotebook, markdown_to_safe_html
+from course_grader.sanitize import SanitizeNotebook, markdown_to_safe_html
 
 c = get_config()  # noqa: F821 (provided by traitlets when it loads this file)
 
@@ -78,17 +79,19 @@ c.LimitOutput.max_lines = 200
 c.LimitOutput.max_traceback = 30
 
 # Feedback shows scores and visible-test messages, never the hidden tests. A notebook that
-# cannot be rendered gets a page that says so, and the other submissions go on.
+# cannot be rendered gets a page that says so, and the other submissions go on. Each score line
+# names its task, and the page typesets its formulas with the MathJax it carries inside, so it
+# reads the same from disk, from JupyterLab or after the exchange (course_grader/feedback.py).
 c.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTests, SanitizeNotebook,
                                     CSSHTMLHeaderPreprocessor]
-c.GenerateFeedback.exporter_class = SafeHTMLExporter
+c.GenerateFeedback.exporter_class = FeedbackExporter
 # Every page made from a notebook (feedback, the formgrader's submission view) renders
 # markdown and then sanitises the HTML that came out: no javascript: link, no remote image
 # fetched with the reader's cookies, and a cell that cannot be rendered shown as text.
 c.HTMLExporter.filters = {"markdown2html": markdown_to_safe_html}
 # nbgrader's feedback and formgrader templates load MathJax from a CDN; ours (searched first)
-# load nothing in feedback (read offline: formulas stay TeX) and, in the formgrader, the
-# MathJax that jupyter-server-mathjax serves from the Jupyter server itself.
+# use the MathJax inside the feedback page and, in the formgrader, the MathJax that
+# jupyter-server-mathjax serves from the Jupyter server itself.
 c.HTMLExporter.extra_template_basedirs = [
     str(Path(course_grader.__file__).parent / "feedback_templates"),
     str(Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"),

@@ -24,7 +24,9 @@ convention, `course_utils.grading`, and what a unit allows), never this package:
     similarity      answers compared across a class and with the reference code (copydetect)
     corpus          hostile and broken submissions, each with the score it must get
     benchmark       grading time per submission (`make bench-autograde`)
-    feedback_templates  the HTML template of feedback, with no script from the network
+    feedback        feedback pages: formulas typeset by the MathJax inside the page, each
+                    score line named by its task
+    feedback_templates  the HTML templates of feedback, with no script from the network
 
 The website and the student edition are built by `course_publish`, which grades nothing.
 """

@@ -97,8 +97,10 @@ def markdown_to_safe_html(context, source: str) -> str:
                    if isinstance(data, dict) and data}
     source = _inert_markdown(source if isinstance(source, str) else str(source), attachments)
     try:
+        # no heading anchors: the renderer writes an empty one as `<a ... />`, which HTML
+        # reads as an open link around the rest of the cell (every line shown as a link)
         renderer = IPythonRenderer(escape=False, attachments=attachments, embed_images=False,
-                                   anchor_link_text="")
+                                   exclude_anchor_links=True)
         rendered = MarkdownWithMath(renderer=renderer).render(source)
     except Exception as err:  # noqa: BLE001 - one cell never stops the page
         return (f"<p><em>This markdown cell could not be rendered "
