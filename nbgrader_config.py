@@ -24,6 +24,7 @@ from nbgrader.preprocessors import (
 )
 
 import course_grader
+from course_grader.exchange import PLUGINS as EXCHANGE_PLUGINS
 from course_grader.feedback import FeedbackExporter
 from course_grader.lms import CanvasCollector, CanvasExtractor, LmsGradesExporter
 from course_grader.nbgrader_hooks import HideHiddenTests, RestoreCells, SafeExecute
@@ -96,6 +97,20 @@ c.HTMLExporter.extra_template_basedirs = [
     str(Path(course_grader.__file__).parent / "feedback_templates"),
     str(Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"),
 ]
+
+# nbgrader's exchange is used only when a folder is named for it: NBGRADER_EXCHANGE=<folder>
+# (/srv/nbgrader/exchange on a shared machine; the student edition reads the same variable), or
+# c.Exchange.root in another nbgrader config (the JupyterHub set-up's). Without one the class
+# hands in by upload or LMS: the formgrader lists no exchange, so it neither warns nor logs on
+# every page, and release, collect and feedback through it say how to turn it on
+# (course_grader/exchange.py).
+if os.environ.get("NBGRADER_EXCHANGE"):
+    c.Exchange.root = os.environ["NBGRADER_EXCHANGE"]
+for action, plugin in EXCHANGE_PLUGINS.items():
+    c.ExchangeFactory[action] = plugin
+# The formgrader shows its configuration on Manage Assignments unless told not to; ours holds
+# classes (it could not show it, and warned on every visit) and may hold COURSE_DB_URL's password.
+c.FormgradeExtension.debug = False
 
 # LMS in and out (course_grader/lms.py): `nbgrader zip_collect <unit>` reads Canvas's
 # "Download Submissions" zip (`make collect-zip`), naming every file it does not collect;
