@@ -51,6 +51,8 @@ help:
 	@echo "                (reports/similarity_U.html and .csv; pairs go to make report's flags)"
 	@echo "make collect-zip ZIP=file.zip UNIT=<unit>  a Canvas submissions zip into submitted/"
 	@echo "make export-grades  grades for the LMS: reports/grades.csv (nbgrader export)"
+	@echo "make roster CSV=file.csv  the students' names into the gradebook, for the formgrader"
+	@echo "                (Canvas's gradebook export, or nbgrader's id,first_name,last_name,email)"
 	@echo "make sandbox    install bubblewrap, which the grading sandbox needs"
 	@echo "make browser    install chromium, which a test opens the formgrader in"
 	@echo "make hub-proxy  install configurable-http-proxy (npm), which the JupyterHub test needs"
@@ -276,6 +278,17 @@ collect-zip: $(STAMP)
 
 export-grades: $(STAMP)
 	$(NBGRADER) export
+
+# The formgrader names each student from the gradebook ("None, None" until told): CSV= is the
+# class list, Canvas's gradebook export (ID, Canvas's user id, is the student id that
+# collect-zip uses; Student, "Lee, Carol", the name) or nbgrader's columns (id, first_name,
+# last_name, email). Students not in the gradebook yet are added; a row that cannot be used is
+# named and left out, and the others are imported (course_grader/roster.py).
+.PHONY: roster
+CSV ?=
+roster: $(STAMP)
+	@test -n "$(CSV)" || { echo "usage: make roster CSV=path/to/class.csv (Canvas's gradebook export, or nbgrader's id,first_name,last_name,email)"; exit 2; }
+	$(BIN)/python -m course_grader.roster "$(CSV)"
 
 # The Debian packages that grading and the tests need are installed by these targets when
 # missing and this user may (root, or sudo without a password), all the same way

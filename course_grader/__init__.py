@@ -20,6 +20,8 @@ convention, `course_utils.grading`, and what a unit allows), never this package:
     cluster         grading on several machines: submissions as tasks on a Dask cluster
     cluster_certs   the cluster's certificates: mutual TLS with the course's own authority
     lms             Canvas's submissions zip in, grades out as a CSV
+    roster          the class list (Canvas's gradebook CSV) into the gradebook: names in
+                    the formgrader (`make roster`)
     exchange        nbgrader's exchange, used only when a folder is named for it: no exchange
                     errors for a class that hands in by upload or LMS
     report          the class report (`make report`): totals, most-failed tests, CSV
