@@ -1,13 +1,16 @@
-"""Lecture 01's three models with positions, trained once with the lecture's recipe and shipped.
+"""Lecture 01's models that repeat its training loop, trained once with its recipe and shipped.
 
-Lecture 01 trains its bigram, mean-bag and attention models in front of the reader; the three
-of section 6 (dot and feed-forward attention with position vectors, and the position-only
-control) are the same loop with a flag more, trained once by `make translators` and read from
-course_utils/data/bow_positions.safetensors, their training losses with them.
+Lecture 01 trains its bigram, mean-bag and feed-forward attention models in front of the
+reader; the six others (the bags with hand-set weights by recency and by idf, dot attention,
+dot and feed-forward attention with position vectors, and the position-only control) are the
+same `train` call with other flags, trained once by `make translators` and read from
+course_utils/data/bow_positions.safetensors (named when it held the three with positions
+only), their training losses with them.
 
     MODEL, TRAINING, VARIANTS  the lecture's sizes, its training settings, each model's flags
+    SENTENCE_ENDS, idf_weights the idf bag's documents (sentences) and its word weights
     train_variant              seed_everything(0), build, bow.train_lm -> (model, History)
-    write_shipped              train the three, measure held-out perplexity, save
+    write_shipped              train them all, measure held-out perplexity, save
     load                       -> (model in eval mode, History); refuses a file of another
                                recipe or another corpus
     shipped_metadata           what a file says: recipe, data digest, torch, results
@@ -22,18 +25,29 @@ from pathlib import Path
 import torch
 
 from course_utils._checks import require_choice
-from course_utils.bow import BagOfWordsLM, BowConfig, perplexity, train_lm
+from course_utils.bow import (
+    BagOfWordsLM,
+    BowConfig,
+    inverse_document_frequency,
+    perplexity,
+    train_lm,
+)
 from course_utils.data.corpus import Corpus, load_corpus
 from course_utils.shipped_files import load_variant, read_metadata, require_current, save_variants
 from course_utils.training import History, seed_everything
 
-__all__ = ["MODEL", "SHIPPED", "TRAINING", "VARIANTS", "data_digest", "load", "recipe",
+__all__ = ["MODEL", "SENTENCE_ENDS", "SHIPPED", "TRAINING", "VARIANTS", "data_digest",
+           "idf_weights", "load", "recipe",
            "shipped_metadata", "train_variant", "write_shipped"]
 
 SEED = 0
 MODEL = {"d_emb": 32, "n_ctx": 8}  # lecture 01's MODEL_SETTINGS
 TRAINING = {"n_steps": 800, "batch_size": 32, "seq_len": 32, "lr": 0.01}  # its TRAIN_SETTINGS
+SENTENCE_ENDS = (".", "?", "!")  # the idf bag's documents are the training text's sentences
 VARIANTS = {
+    "recency weights": {"pooling": "recency"},
+    "idf weights": {"pooling": "idf"},
+    "attention, dot": {"pooling": "attention", "score": "dot"},
     "attention, dot + positions": {"pooling": "attention", "score": "dot", "positions": True},
     "attention, feed-forward + positions": {"pooling": "attention", "score": "feedforward",
                                             "positions": True},
@@ -44,7 +58,21 @@ SHIPPED = Path(__file__).parent / "data" / "bow_positions.safetensors"
 
 def recipe() -> dict:
     """Everything in a file's metadata that must match today's code."""
-    return {"model": MODEL, "training": TRAINING, "variants": VARIANTS, "seed": SEED}
+    return {"model": MODEL, "training": TRAINING, "variants": VARIANTS, "seed": SEED,
+            "sentence_ends": SENTENCE_ENDS}
+
+
+def idf_weights(corpus: Corpus) -> torch.Tensor:
+    """The idf bag's word weights (n_vocab,): bow.inverse_document_frequency over the
+    training text's sentences, as lecture 01 computes them."""
+    ends = corpus.vocab.encode(list(SENTENCE_ENDS))
+    return inverse_document_frequency(corpus.train_ids, len(corpus.vocab), ends)
+
+
+def _build(corpus: Corpus, name: str) -> BagOfWordsLM:
+    """A fresh model of variant `name` (the idf bag with idf_weights(corpus))."""
+    config = BowConfig(len(corpus.vocab), **MODEL, **VARIANTS[name])
+    return BagOfWordsLM(config, idf_weights(corpus) if config.pooling == "idf" else None)
 
 
 def data_digest(corpus: Corpus) -> str:
@@ -57,11 +85,12 @@ def data_digest(corpus: Corpus) -> str:
 
 def train_variant(corpus: Corpus, name: str, progress: bool = True
                   ) -> tuple[BagOfWordsLM, History]:
-    """Lecture 01's `train(name, **VARIANTS[name])`: seed_everything(0), build the model, train
-    it on corpus.train_ids with TRAINING; -> (model in eval mode, History)."""
+    """Lecture 01's `train(name, **VARIANTS[name])` (and `word_weights=idf` for the idf bag):
+    seed_everything(0), build the model, train it on corpus.train_ids with TRAINING;
+    -> (model in eval mode, History)."""
     require_choice(name, "name", tuple(VARIANTS))
     generator = seed_everything(SEED)
-    model = BagOfWordsLM(BowConfig(len(corpus.vocab), **MODEL, **VARIANTS[name]))
+    model = _build(corpus, name)
     history = train_lm(model, corpus.train_ids, generator=generator, desc=name,
                        progress=progress, **TRAINING)
     return model.eval(), history
@@ -100,6 +129,6 @@ def load(name: str, corpus: Corpus | None = None, path=SHIPPED
     corpus = load_corpus() if corpus is None else corpus
     require_current(path, metadata, recipe(), "lecture 01's", data_digest(corpus),
                     "another corpus than load_corpus() reads now")
-    model = BagOfWordsLM(BowConfig(len(corpus.vocab), **MODEL, **VARIANTS[name]))
+    model = _build(corpus, name)
     loss = load_variant(path, name, model)
     return model.eval(), History(loss=loss, seconds=metadata["results"][name]["seconds"])

@@ -1,6 +1,6 @@
-"""Lecture 01's shipped models with positions: the file holds today's recipe and corpus, its
-models are what lecture 01 says of them and what its own `train` call trains, and the loader
-refuses anything else with a clear error."""
+"""Lecture 01's shipped models (hand-set weights, dot attention, the three with positions): the
+file holds today's recipe and corpus, its models are what lecture 01 says of them and what its
+own `train` call trains, and the loader refuses anything else with a clear error."""
 
 from __future__ import annotations
 
@@ -39,14 +39,26 @@ def test_the_recipe_is_lecture_01s_own_train_call():
                            ("TRAIN_SETTINGS", shipped_bow.TRAINING)):
         literal = re.search(rf"^{name} = (\{{.*?\}})", code, flags=re.M)[1]
         assert ast.literal_eval(literal) == expected, name
-    assert "generator = seed_everything(0)" in code
-    assert "for name in shipped_bow.VARIANTS:" in code
-    # the flags of each variant are those that section 6 describes
+    assert "def train(name, seed=0, word_weights=None, **config):" in code
+    assert "generator = seed_everything(seed)" in code and shipped_bow.SEED == 0
+    assert "models[name] = bow.BagOfWordsLM(config, word_weights)" in code
+    uncommented = "\n".join(line.split("#")[0] for line in code.splitlines())
+    for name in shipped_bow.VARIANTS:  # the lecture reads every variant, and trains none
+        assert f'load("{name}")' in uncommented and f'train("{name}"' not in uncommented
+    # the idf bag's documents are the lecture's: sentences ended by the same marks
+    ends = re.search(r"ends=vocab\.encode\((\[.*?\])\)", code)[1]
+    assert ast.literal_eval(ends) == list(shipped_bow.SENTENCE_ENDS)
+    # the flags of each variant are those that sections 4-6 describe
+    assert shipped_bow.VARIANTS["recency weights"] == {"pooling": "recency"}
+    assert shipped_bow.VARIANTS["idf weights"] == {"pooling": "idf"}
     assert shipped_bow.VARIANTS["position only (control)"] == {"pooling": "position"}
     assert all(v.get("positions") for k, v in shipped_bow.VARIANTS.items() if "+" in k)
 
 
 @pytest.mark.parametrize("name, low, high", [
+    ("recency weights", 58, 64),  # lecture 01: nearly 4% better than the mean bag
+    ("idf weights", 61, 67),  # worse than the mean bag
+    ("attention, dot", 62, 69),  # worse than the mean bag, about as bad as the bigram
     ("attention, dot + positions", 60, 66),  # lecture 01: about a tie with the mean bag
     ("attention, feed-forward + positions", 57, 63),  # the best model
     ("position only (control)", 58, 64),  # about 3% better than the mean bag
@@ -61,6 +73,15 @@ def test_each_model_is_what_the_lecture_says_and_what_the_file_measured(corpus, 
     assert low <= ppl <= high
     measured = shipped_bow.shipped_metadata()["results"][name]["perplexity"]
     assert ppl == pytest.approx(measured, rel=2e-3)  # another CPU: the last digits
+
+
+def test_the_idf_bag_weighs_words_by_their_idf_over_the_training_sentences(corpus):
+    model, _ = shipped_bow.load("idf weights", corpus)
+    idf = shipped_bow.idf_weights(corpus)
+    assert torch.equal(model.word_weight, idf)
+    vocab = corpus.vocab
+    period, king = vocab.encode(["."])[0], vocab.encode(["king"])[0]
+    assert idf[king] > 3 * idf[period] > 0  # a rare word weighs more than the commonest mark
 
 
 def test_train_variant_is_the_shipped_run(corpus, monkeypatch):
