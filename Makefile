@@ -128,7 +128,7 @@ test: $(STAMP) sandbox browser hub-proxy postgres
 # The edit loop: lint, and the unit tests of course_utils and of the grader's pure parts
 # (no lecture, no notebook run, no browser, no sandbox, no server).
 CHECK_TESTS := tests/test_lint.py tests/test_notation.py tests/test_code_rules.py \
-	tests/test_packaging.py tests/test_slowest_tests.py \
+	tests/test_packaging.py tests/test_slowest_tests.py tests/test_units.py tests/test_package_maps.py \
 	tests/course_utils tests/course_grader/test_flags.py tests/course_grader/test_report.py \
 	tests/course_grader/test_sanitize.py tests/course_grader/test_output_limits.py
 check: $(STAMP)
