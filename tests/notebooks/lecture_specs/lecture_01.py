@@ -180,7 +180,7 @@ CLAIMS: list[Claim] = [
 ]
 
 QUESTIONS: dict[int, Question] = {
-    # about 17 CPU-s: two models trained again with seed 1
+    # 23 CPU-s on this host under a load of 7 (less when idle): two models, seed 1
     2: Question(
         steps=('train("recency weights, seed 1", pooling="recency", seed=1)',
                'train("feed-forward + positions, seed 1", pooling="attention", '
@@ -189,7 +189,7 @@ QUESTIONS: dict[int, Question] = {
         check=(f"heldout_ppl['recency weights, seed 1'] != heldout_ppl[{RECENCY!r}] and "
                "heldout_ppl['feed-forward + positions, seed 1'] != "
                f"heldout_ppl[{FF_POS!r}]")),
-    # about 19 CPU-s: two models with a window of 16
+    # 25 CPU-s on this host under a load of 7 (less when idle): two models, a window of 16
     3: Question(
         steps=('MODEL_SETTINGS["n_ctx"] = 16',
                'train("mean bag, 16", pooling="mean")',
