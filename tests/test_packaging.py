@@ -198,8 +198,8 @@ def make_env() -> dict[str, str]:
 
 def autograde(course: Path, *args: str) -> tuple[subprocess.CompletedProcess, list[str]]:
     """`make autograde ARGS` in `course` (the Makefile, two units u1 and u2 in a stand-in
-    registry, a submission of u2), its set-up taken as done and its nbgrader and python stand-ins that record their
-    arguments; (the run, what they were called with)."""
+    registry, a submission of u2), its set-up taken as done and its nbgrader and python
+    stand-ins that record their arguments; (the run, what they were called with)."""
     shutil.copy(ROOT / "Makefile", course)
     venv = course / "venv"
     (venv / "bin").mkdir(parents=True, exist_ok=True)
