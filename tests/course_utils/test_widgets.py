@@ -1,24 +1,31 @@
 """Tests for course_utils.widgets: the temperature explorer and the attention explorer build
-without a browser (Agg), moving their controls redraws with the new weights, they leave a PNG
-for static readers, and bad input raises a ValueError that says what was expected."""
+without a browser (Agg), moving their controls redraws with the new weights and a new text
+alternative, they leave a PNG for static readers (and the same image with its alt for
+JupyterLab), the controls choose among labelled values, and bad input raises a ValueError that
+says what was expected. How they behave in a browser, with the keyboard and a screen reader:
+tests/notebooks/test_widget_browser.py."""
 
 import base64
+import html.parser
 import math
 
 import matplotlib
 import numpy as np
 import pytest
 import torch
+import traitlets
 
 from course_utils.attention import masked_softmax
 from course_utils.bert import Bert, BertConfig, load_minilm, minilm_files
 from course_utils.tokenization import WordPiece
 from course_utils.widgets import (
     AttentionExplorer,
+    Choice,
     TemperatureExplorer,
     attention_explorer,
     row_entropy,
     temperature_explorer,
+    temperature_stops,
 )
 
 matplotlib.use("Agg")  # also when MPLBACKEND is not set
@@ -49,7 +56,7 @@ def test_builds_headless_with_the_weights_at_the_starting_temperature():
     assert [t.get_text() for t in explorer.heatmap_ax.get_yticklabels()] == QUERIES
 
 
-@pytest.mark.parametrize("tau", [0.1, 7.5])
+@pytest.mark.parametrize("tau", [0.1, 8.0])
 def test_moving_the_slider_redraws_with_softmax_of_scores_over_tau(tau):
     explorer = temperature_explorer(SCORES, QUERIES, KEYS)
     before = shown_weights(explorer).copy()
@@ -117,8 +124,9 @@ def test_display_leaves_a_png_and_a_stable_text_for_readers_without_widgets():
     bundle = explorer._repr_mimebundle_()
     assert bundle["image/png"] != first_png, "the PNG must follow the slider"
     assert "tau=0.1" in bundle["text/plain"]
-    live = explorer._output.outputs  # what the widget shows in JupyterLab
-    assert len(live) == 1 and live[0]["data"]["image/png"] == bundle["image/png"]
+    # what the widget shows in JupyterLab
+    assert explorer.figure_view.png == bundle["image/png"]
+    assert explorer.figure_view.alt == explorer.alt and "τ = 0.1 " in explorer.alt
 
 
 def test_scores_that_require_grad_and_other_dtypes_are_accepted():
@@ -173,6 +181,95 @@ def test_update_rejects_temperatures_outside_the_range(tau):
                                rtol=1e-6)
 
 
+def test_the_slider_stops_at_round_temperatures_evenly_spaced_on_a_log_scale():
+    assert temperature_stops(0.05, 20.0) == [
+        0.05, 0.06, 0.08, 0.1, 0.12, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.8,
+        1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 15.0, 20.0]
+    stops = temperature_stops(0.07, 3.0)  # ends that are not round numbers are stops too
+    assert stops[:2] == [0.07, 0.08] and stops[-1] == 3.0
+    ratios = np.diff(np.log(temperature_stops(0.01, 1000.0)))
+    assert ratios.min() > math.log(1.19) and ratios.max() < math.log(1.34)
+    with pytest.raises(ValueError, match=r"0 < lowest < highest"):
+        temperature_stops(2.0, 1.0)
+
+
+def test_the_slider_says_tau_as_the_figure_prints_it_not_its_logarithm():
+    explorer = temperature_explorer(SCORES, QUERIES, KEYS)
+    assert explorer.slider.kind == "slider" and explorer.slider.description == "τ (temperature)"
+    assert explorer.slider.labels[0] == "0.05" and explorer.slider.labels[-1] == "20"
+    for label, tau in explorer.slider.options[::5]:
+        explorer.slider.value = tau
+        assert f"τ = {label}" in explorer.heatmap_ax.get_title()
+        assert f"τ = {label} " in explorer.alt
+        assert float(label) == pytest.approx(tau, rel=5e-3)  # three significant digits
+
+
+def test_a_temperature_set_from_code_is_a_stop_until_the_slider_leaves_it():
+    explorer = temperature_explorer(SCORES, QUERIES, KEYS)
+    explorer.update(0.123)
+    assert explorer.slider.value == 0.123 and "0.123" in explorer.slider.labels
+    explorer.slider.value = 0.15  # the next stop up, as the arrow key would choose
+    assert explorer.tau == 0.15 and "0.123" not in explorer.slider.labels
+    with pytest.raises(ValueError, match=r"τ \(temperature\) must be one of \[0.05, 0.06"):
+        explorer.slider.value = 0.123
+    assert explorer.tau == 0.15
+
+
+def test_the_figure_is_described_in_words_as_it_is_drawn():
+    mask = torch.tensor([[True] * 4, [False] * 4, [True, False, True, True]])
+    explorer = temperature_explorer(SCORES, QUERIES, KEYS, mask=mask, tau=0.5,
+                                    title="Try τ")
+    assert explorer.alt.startswith("Try τ. Heatmap of the weights α = softmax(e / τ) at "
+                                   "τ = 0.5 of the queries who, what, where over the keys "
+                                   "the, cat, sat, mat")
+    weights = masked_softmax(SCORES.double() / 0.5, mask)
+    assert f"who most on the ({weights[0, 0]:.2f}), entropy {explorer.entropy[0]:.2f} of at " \
+           f"most {math.log(4):.2f}" in explorer.alt
+    assert "; what sees no key; " in explorer.alt
+    assert f"where most on mat ({weights[2, 3]:.2f})" in explorer.alt
+    assert f"of at most {math.log(3):.2f}." in explorer.alt
+
+
+class ImageTags(html.parser.HTMLParser):
+    def __init__(self, text: str):
+        super().__init__()
+        self.images: list[dict] = []
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.images.append(dict(attrs))
+
+
+def test_static_readers_get_the_image_with_its_alt_as_markdown_for_jupyterlab():
+    explorer = temperature_explorer(SCORES, QUERIES, ['"the"', "cat & co", "<sat>", "mat"])
+    bundle = explorer._repr_mimebundle_()
+    (image,) = ImageTags(bundle["text/markdown"]).images
+    assert image == {"alt": explorer.alt, "src": f"data:image/png;base64,{bundle['image/png']}"}
+    assert '"the", cat & co, <sat>' in image["alt"]
+
+
+def test_a_choice_maps_its_position_to_its_value_and_refuses_others():
+    menu = Choice("head", [("0", 0), ("1", 1), ("mean of heads", "mean")], 1)
+    assert (menu.index, menu.value, menu.kind) == (1, 1, "menu")
+    menu.index = 2  # what the browser sets
+    assert menu.value == "mean"
+    menu.value = 0
+    assert menu.index == 0
+    with pytest.raises(ValueError, match=r"head must be one of \[0, 1, 'mean'\]; got 3"):
+        menu.value = 3
+    assert (menu.index, menu.value) == (0, 0)
+    with pytest.raises(traitlets.TraitError, match=r"head: choice 3 of 3"):
+        menu.index = 3
+    menu.choose([("a", "x"), ("b", "y")], "y")
+    assert (menu.labels, menu.index, menu.value) == (["a", "b"], 1, "y")
+    with pytest.raises(ValueError, match=r"must be one of \['x'\]; got 'y'"):
+        menu.choose([("a", "x")], "y")
+    assert menu.options == [("a", "x"), ("b", "y")]
+    with pytest.raises(traitlets.TraitError, match=r"kind"):
+        Choice("layer", [("0", 0)], 0, kind="dial")
+
+
 # ----------------------------------------------------------------------------- attention explorer
 
 def random_maps(L=3, B=2, n_heads=4, T_q=6, T_k=6, seed=0):
@@ -206,15 +303,16 @@ def test_attention_explorer_builds_headless_on_layer_0_head_0_sentence_0():
     assert [t.get_text() for t in explorer.heatmap_ax.get_xticklabels()] == SENTENCES[0]
     assert lines_of(explorer) == {(i, j) for i in range(6) for j in range(6)
                                   if expected[i, j] >= 0.02}
-    assert explorer.layer_slider.max == 2
-    assert [v for _, v in explorer.head_dropdown.options] == [0, 1, 2, 3, "mean"]
+    assert explorer.layer_slider.options == [("0", 0), ("1", 1), ("2", 2)]
+    assert explorer.layer_slider.kind == "slider"
+    assert [v for _, v in explorer.head_menu.options] == [0, 1, 2, 3, "mean"]
 
 
 @pytest.mark.parametrize(("layer", "head"), [(2, 1), (1, 3)])
 def test_moving_layer_and_head_controls_redraws_that_map(layer, head):
     explorer = attention_explorer(MAPS, SENTENCES)
     explorer.layer_slider.value = layer  # what a user does in the browser
-    explorer.head_dropdown.value = head
+    explorer.head_menu.value = head
     assert (explorer.layer, explorer.head) == (layer, head)
     torch.testing.assert_close(explorer.weights, MAPS[layer][0, head].double())
     np.testing.assert_allclose(heatmap_of(explorer), MAPS[layer][0, head].numpy(), rtol=1e-6)
@@ -223,37 +321,37 @@ def test_moving_layer_and_head_controls_redraws_that_map(layer, head):
 
 def test_the_mean_of_heads_is_a_choice_of_the_head_menu():
     explorer = attention_explorer(MAPS, SENTENCES, layer=1)
-    explorer.head_dropdown.value = "mean"
+    explorer.head_menu.value = "mean"
     torch.testing.assert_close(explorer.weights, MAPS[1][0].double().mean(0))
     assert "mean of heads" in explorer.heatmap_ax.get_title()
 
 
 def test_another_sentence_is_cut_to_its_own_tokens_and_resets_the_query():
     explorer = attention_explorer(MAPS, SENTENCES, query=2)
-    explorer.sentence_dropdown.value = 1
+    explorer.sentence_menu.value = 1
     assert explorer.sentence == 1 and explorer.query is None
     assert explorer.weights.shape == (4, 4)  # the padding rows and columns are left out
     torch.testing.assert_close(explorer.weights, MAPS[0][1, 0, :4, :4].double())
-    assert [label for label, _ in explorer.query_dropdown.options] == [
+    assert [label for label, _ in explorer.query_menu.options] == [
         "every query", "0: [CLS]", "1: she", "2: ran", "3: [SEP]"]
     assert [t.get_text() for t in explorer.heatmap_ax.get_yticklabels()] == SENTENCES[1]
 
 
 def test_choosing_a_query_draws_only_its_lines_and_frames_its_row():
     explorer = attention_explorer(MAPS, SENTENCES)
-    explorer.query_dropdown.value = 3
+    explorer.query_menu.value = 3
     assert explorer.query == 3
     assert lines_of(explorer) == {(3, j) for j in range(6) if MAPS[0][0, 0, 3, j] >= 0.02}
     assert len(explorer.heatmap_ax.patches) == 1  # the frame around row 3
-    explorer.query_dropdown.value = -1  # "every query"
+    explorer.query_menu.value = -1  # "every query"
     assert explorer.query is None and len(lines_of(explorer)) > 6
 
 
 def test_update_from_code_moves_the_controls():
     explorer = attention_explorer(MAPS, SENTENCES)
     explorer.update(layer=2, head="mean", sentence=1, query=1)
-    assert explorer.layer_slider.value == 2 and explorer.head_dropdown.value == "mean"
-    assert explorer.sentence_dropdown.value == 1 and explorer.query_dropdown.value == 1
+    assert explorer.layer_slider.value == 2 and explorer.head_menu.value == "mean"
+    assert explorer.sentence_menu.value == 1 and explorer.query_menu.value == 1
     explorer.update(head=0)  # the rest stays
     assert (explorer.layer, explorer.sentence, explorer.query) == (2, 1, 1)
     torch.testing.assert_close(explorer.weights, MAPS[2][1, 0, :4, :4].double())
@@ -262,7 +360,8 @@ def test_update_from_code_moves_the_controls():
 def test_several_kinds_of_maps_get_buttons_to_switch_between_them():
     other = random_maps(seed=1)
     explorer = attention_explorer({"raw": MAPS, "norm": other}, SENTENCES, layer=1, head=2)
-    assert explorer.view == "raw" and list(explorer.view_buttons.options) == ["raw", "norm"]
+    assert explorer.view == "raw" and explorer.view_buttons.labels == ["raw", "norm"]
+    assert explorer.view_buttons.kind == "buttons"
     explorer.view_buttons.value = "norm"
     torch.testing.assert_close(explorer.weights, other[1][0, 2].double())
     assert explorer.heatmap_ax.get_title().startswith("norm: layer 1, head 2")
@@ -318,8 +417,26 @@ def test_attention_explorer_leaves_a_png_and_a_stable_text_for_readers_without_w
     explorer.update(layer=1)
     bundle = explorer._repr_mimebundle_()
     assert bundle["image/png"] != first_png, "the PNG must follow the controls"
-    live = explorer._output.outputs  # what the widget shows in JupyterLab
-    assert len(live) == 1 and live[0]["data"]["image/png"] == bundle["image/png"]
+    assert explorer.figure_view.png == bundle["image/png"]  # what the widget shows
+    assert explorer.figure_view.alt == explorer.alt and "layer 1," in explorer.alt
+
+
+def test_the_attention_figure_is_described_in_words_as_it_is_drawn():
+    explorer = attention_explorer({"raw": MAPS, "norm": random_maps(seed=1)}, SENTENCES,
+                                  layer=2, head=1, query=2, title="Maps")
+    row = MAPS[2][0, 1, 2].double()
+    drawn = [j for j in torch.argsort(row, descending=True).tolist() if row[j] >= 0.02]
+    assert explorer.alt == (
+        "Maps. raw, layer 2, head 1, sentence 0 ([CLS] tom saw her . [SEP]): a heatmap of the "
+        "weights of its 6 queries (rows) over its 6 keys, the row of query 2 (saw) framed, and "
+        "lines from it to each key it gives at least 0.02: "
+        + ", ".join(f"{SENTENCES[0][j]} ({row[j]:.2f})" for j in drawn) + ".")
+    explorer.update(head="mean", sentence=1)  # every query of a sentence with padding
+    mean = MAPS[2][1, :, :4, :4].double().mean(0)
+    assert "layer 2, the mean of its heads, sentence 1 ([CLS] she ran [SEP])" in explorer.alt
+    assert explorer.alt.endswith("The largest weight of each query: " + "; ".join(
+        f"{q} on {SENTENCES[1][int(mean[i].argmax())]} ({mean[i].max():.2f})"
+        for i, q in enumerate(SENTENCES[1])) + ".")
 
 
 def test_one_sentence_may_be_given_as_a_plain_list_of_tokens():
