@@ -64,14 +64,18 @@ def check_tensor(
         )
     close = torch.isclose(got, want, atol=atol, rtol=rtol, equal_nan=True)
     if not close.all():
-        first = int((~close).flatten().nonzero()[0])
-        where = _index(first, got.shape)
-        worst = (got - want).abs().nan_to_num(0.0).max().item()
+        # the worst wrong value leads: the first one may be off by 1e-4 where another is off
+        # by 0.05, and a student reads the first line only
+        gaps = (got - want).abs().nan_to_num(0.0)
+        worst = int(torch.where(close, -1.0, gaps).flatten().argmax())
+        where = _index(worst, got.shape)
+        wrong = int((~close).sum())
         raise GradingFailure(
             f"{what} is wrong at index {where}: got {got[where].item():.6g}, expected "
             f"{want[where].item():.6g}.\n"
-            f"Largest difference {worst:.3g}. Returned {_fmt(got, first)}, expected "
-            f"{_fmt(want, first)} (flattened).{tail}"
+            f"Largest difference {gaps[where].item():.3g} ({wrong} of {got.numel()} values "
+            f"wrong). Returned {_fmt(got, worst)}, expected {_fmt(want, worst)} "
+            f"(flattened).{tail}"
         )
 
 
