@@ -1,5 +1,5 @@
-"""Interactive explorers (ipywidgets, anywidget) for the lectures. No model code: they take tensors and
-draw them with `course_utils.viz` and `course_utils.attention`.
+"""Interactive explorers (ipywidgets, anywidget) for the lectures. No model code: they take
+tensors and draw them with `course_utils.viz` and `course_utils.attention`.
 
     temperature_explorer   a slider for the temperature tau of softmax(e / tau): the attention
                            heatmap and the entropy of every row, redrawn as tau moves
