@@ -22,11 +22,14 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
                       additive_attention, context_gru_step, alignment_hit_rate
                                                                       -> seq2seq, attention
     multihead         unit 05: MultiHeadAttention (from_torch, to_torch), split_heads,
-                      merge_heads                                     -> attention
+                      merge_heads; the variants of unit 09 it is built with (n_kv_heads,
+                      window, causal, feature_map: check_variant), repeat_kv
+                                                         -> attention, long_inputs
     positional        unit 05: index_encoding, LearnedPositions, sinusoidal_encoding,
                       add_positions, concat_positions, rotary (RoPE)
     pointer_model     unit 05: PointerConfig, PointerModel (self-attention with positions
-                      "none", "sinusoidal" or "learned"), train, accuracy, pointer_weights,
+                      "none", "sinusoidal" or "learned"; unit 09's attention variants chosen
+                      by the config), train, accuracy, pointer_weights,
                       hit_rate          -> multihead, positional, training, data.pointer
     translator        units 02-06: Seq2Seq (encoder + either decoder), config_for (a model
                       config's vocabulary sizes from a translation task: the RNN's or the
@@ -40,7 +43,8 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
                       translators`) and shipped in data/: train_variant, load (lectures 02,
                       03, 04 and 06 read them)             -> translator, data.translation
     transformer       unit 06: masks, FeedForward, EncoderLayer, DecoderLayer, KVCache,
-                      TransformerConfig, Transformer            -> multihead, positional, sequence
+                      TransformerConfig (and the attention's variant, unit 09's: n_kv_heads,
+                      window, feature_map), Transformer   -> multihead, positional, sequence
     decoding          unit 06: beam search (Wu et al.'s length penalty), temperature and top-k
                       sampling, the log-probability of an output, decoders compared (search
                       and model errors)                        -> transformer, sequence
@@ -69,17 +73,16 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
                       matrix), matrix_attention (the same in matrix form)     -> attention
     attention_cost    unit 09: peak_memory (the profiler's allocations and frees replayed),
                       matrix_bytes, tile_bytes, element_bytes, format_bytes
-    grouped_query     unit 09: GroupedQueryAttention (multi-query to multi-head; from_multihead),
-                      repeat_kv, grouped_query_transformer, the cache's bytes per token
-                      (LLAMA_2_7B, MISTRAL_7B), cache_bytes, fill_caches
+    grouped_query     unit 09: shared key/value heads, multi-query to multi-head
+                      (from_multihead: Ainslie et al.'s conversion), the cache's bytes per
+                      token (LLAMA_2_7B, MISTRAL_7B), cache_bytes, fill_caches
                                     -> multihead, transformer, attention_cost, data.vocab
     shipped_grouped_query  unit 09: unit 06's Transformer with 4, 2 and 1 key/value heads,
                       trained once with lecture 06's recipe (`make translators`) and shipped
-                      in data/: train_variant, load           -> grouped_query, translator
-    long_inputs       unit 09: sliding_window_mask, receptive_field, WindowAttention,
-                      linear_attention (and its quadratic form), LinearAttention,
-                      pointer_model (unit 05's with full, window or linear attention)
-                                                            -> multihead, pointer_model
+                      in data/: train_variant, load             -> transformer, translator
+    long_inputs       unit 09: sliding_window_mask, receptive_field, linear_attention (and
+                      its quadratic form), elu_feature_map: functions of tensors, which
+                      multihead's layers use
     shipped_long_inputs  unit 09: pointer models with full, window (one and four layers) and
                       linear attention, trained once at one budget (`make translators`) and
                       shipped in data/: make_data, train_variant, load

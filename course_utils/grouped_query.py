@@ -16,40 +16,31 @@ shrinks by n_heads / n_kv_heads; the queries keep all n_heads heads.
 
 Query head r uses key/value head r // group, group = n_heads / n_kv_heads: the groups are
 blocks of neighbouring heads (heads 0 .. group - 1 share key/value head 0), as Llama's
-`repeat_kv` orders them; `repeat_kv` here does the same. `GroupedQueryAttention` is
-`multihead.MultiHeadAttention` with narrower W^K and W^V: its `keys_values` gives n_kv_heads
-heads (that is what a cache keeps) and its `attend` repeats them to n_heads when it attends,
-so unit 06's `DecoderLayer` and `KVCache` work with it unchanged.
+`repeat_kv` orders them; `multihead.repeat_kv` does the same. The layer is
+`multihead.MultiHeadAttention(d_model, n_heads, n_kv_heads=...)`, with narrower W^K and W^V:
+its `keys_values` gives n_kv_heads heads (that is what a cache keeps) and its `attend` repeats
+them to n_heads when it attends, so unit 06's `DecoderLayer` and `KVCache` hold the shared
+heads alone.
 
 Ainslie et al. turn a trained multi-head model into a grouped one by averaging the key and
-value projections of each group's heads (`GroupedQueryAttention.from_multihead`), and apply
-it to the decoder's self- and cross-attention of their encoder-decoder (T5), not to the
-encoder, whose keys and values are computed once in parallel and never cached;
-`grouped_query_transformer` does the same to unit 06's Transformer.
+value projections of each group's heads (`from_multihead`), and apply it to the decoder's
+self- and cross-attention of their encoder-decoder (T5), not to the encoder, whose keys and
+values are computed once in parallel and never cached; unit 06's Transformer does the same
+when its config says `TransformerConfig(..., n_kv_heads=...)`.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn as nn
 
-from course_utils._checks import (
-    require_bool,
-    require_choice,
-    require_float_tensor,
-    require_ids,
-    require_int,
-    require_kv_heads,
-    shape_str,
-)
+from course_utils._checks import require_choice, require_ids, require_int, require_kv_heads
 from course_utils.attention_cost import element_bytes
 from course_utils.data.vocab import START_ID
-from course_utils.multihead import MultiHeadAttention, split_heads
-from course_utils.transformer import KVCache, Transformer, TransformerConfig
+from course_utils.multihead import MultiHeadAttention
+from course_utils.transformer import KVCache, Transformer
 
-__all__ = ["LLAMA_2_7B", "MISTRAL_7B", "GroupedQueryAttention", "cache_bytes",
-           "fill_caches", "grouped_query_transformer", "kv_cache_bytes_per_token",
-           "repeat_kv"]
+__all__ = ["LLAMA_2_7B", "MISTRAL_7B", "cache_bytes", "fill_caches", "from_multihead",
+           "kv_cache_bytes_per_token"]
 
 # Published sizes (fp16 weights and cache): Llama 2 7B (Touvron et al. 2023, arXiv:2307.09288)
 # has multi-head attention; Mistral 7B (Jiang et al. 2023, arXiv:2310.06825) the same layers,
@@ -59,114 +50,38 @@ LLAMA_2_7B = {"n_layers": 32, "n_heads": 32, "n_kv_heads": 32, "d_k": 128,
 MISTRAL_7B = {**LLAMA_2_7B, "n_kv_heads": 8}
 
 
-def repeat_kv(x: torch.Tensor, group: int) -> torch.Tensor:
-    """(B, n_kv_heads, T, d_k) -> (B, n_kv_heads group, T, d_k), each head repeated `group`
-    times in a block: output head r is input head r // group (Llama's order; the interleaved
-    order r % n_kv_heads would pair query heads with the wrong keys)."""
-    require_float_tensor(x, "x", "(B, n_kv_heads, T, d_k)", ndim=4)
-    group = require_int(group, "group")
-    batch, n_kv_heads, length, d_k = x.shape
-    # (B, n_kv_heads, T, d_k) -> (B, n_kv_heads, group, T, d_k) -> (B, n_heads, T, d_k)
-    x = x[:, :, None].expand(batch, n_kv_heads, group, length, d_k)
-    return x.reshape(batch, n_kv_heads * group, length, d_k)
+def from_multihead(mha: MultiHeadAttention, n_kv_heads: int, pool: str = "mean"
+                   ) -> MultiHeadAttention:
+    """A grouped-query layer made from a multi-head one: W^Q and W^O copied; the W^K and W^V
+    slices of the heads of each group averaged into one (`pool="mean"`, Ainslie et al.'s
+    conversion of a trained model), or the group's first head kept (`pool="first"`: what a
+    grouped layer is drawn as). n_kv_heads = n_heads copies every weight: the same layer.
+    The variant's other fields (window, causal, feature_map) are kept."""
+    if not isinstance(mha, MultiHeadAttention):
+        raise ValueError(f"mha must be a multihead.MultiHeadAttention; got {type(mha).__name__}")
+    if mha.group != 1:
+        raise ValueError(f"mha must be multi-head (a key/value head per head); it shares "
+                         f"n_kv_heads = {mha.n_kv_heads} among n_heads = {mha.n_heads}")
+    group = require_kv_heads(mha.n_heads, n_kv_heads)
+    require_choice(pool, "pool", ("mean", "first"))
+    bias = mha.w_q.bias is not None
+    grouped = MultiHeadAttention(mha.d_model, mha.n_heads, bias=bias, n_kv_heads=n_kv_heads,
+                                 window=mha.window, causal=mha.causal,
+                                 feature_map=mha.feature_map).to(mha.w_q.weight.dtype)
 
+    def pooled(x):  # (n_heads d_k, ...) -> (n_kv_heads d_k, ...), grouped by blocks
+        x = x.reshape(n_kv_heads, group, mha.d_k, *x.shape[1:])  # (n_kv_heads, group, d_k, ...)
+        return (x.mean(1) if pool == "mean" else x[:, 0]).flatten(0, 1)
 
-class GroupedQueryAttention(MultiHeadAttention):
-    """Multi-head attention whose n_heads query heads share n_kv_heads key/value heads.
-
-    forward(query (B, T_q, d_model), key (B, T_k, d_model), value (B, T_k, d_model), mask
-    broadcastable to (B, n_heads, T_q, T_k), True = may attend) -> (output (B, T_q, d_model),
-    weights (B, n_heads, T_q, T_k)), as `MultiHeadAttention`. `keys_values` gives
-    (B, n_kv_heads, T_k, d_k) each: what a cache holds. n_kv_heads = n_heads is multi-head
-    attention, 1 multi-query attention.
-    """
-
-    def __init__(self, d_model: int, n_heads: int, n_kv_heads: int, bias: bool = True):
-        super().__init__(d_model, n_heads, bias=bias)
-        self.group = require_kv_heads(n_heads, n_kv_heads)
-        self.n_kv_heads = n_kv_heads
-        if n_kv_heads != n_heads:  # W^K, W^V: (n_kv_heads d_k, d_model)
-            self.w_k = nn.Linear(d_model, n_kv_heads * self.d_k, bias=bias)
-            self.w_v = nn.Linear(d_model, n_kv_heads * self.d_k, bias=bias)
-
-    def keys_values(self, key: torch.Tensor, value: torch.Tensor
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The projected keys and values, (B, n_kv_heads, T_k, d_k) each."""
-        k = split_heads(self.w_k(key), self.n_kv_heads)  # (B, n_kv_heads, T_k, d_k)
-        v = split_heads(self.w_v(value), self.n_kv_heads)  # (B, n_kv_heads, T_k, d_k)
-        return k, v
-
-    def attend(self, query: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-               mask: torch.Tensor | None = None, head_mask: torch.Tensor | None = None
-               ) -> tuple[torch.Tensor, torch.Tensor]:
-        """query (B, T_q, d_model) against keys and values from `keys_values`,
-        (B, n_kv_heads, T_k, d_k): each repeated to the n_heads query heads, then attended as
-        in `MultiHeadAttention.attend`."""
-        for x, name in ((k, "k"), (v, "v")):
-            require_float_tensor(x, name, f"(B, n_kv_heads = {self.n_kv_heads}, T_k, d_k)",
-                                 ndim=4)
-            if x.shape[1] != self.n_kv_heads or x.shape[-1] != self.d_k:
-                raise ValueError(f"{name} must have shape (B, n_kv_heads = {self.n_kv_heads}, "
-                                 f"T_k, d_k = {self.d_k}); got {shape_str(x.shape)}")
-        k = repeat_kv(k, self.group)  # (B, n_heads, T_k, d_k)
-        v = repeat_kv(v, self.group)  # (B, n_heads, T_k, d_k)
-        return super().attend(query, k, v, mask, head_mask)
-
-    @classmethod
-    def from_multihead(cls, mha: MultiHeadAttention, n_kv_heads: int, pool: str = "mean"
-                       ) -> GroupedQueryAttention:
-        """A grouped-query layer made from a multi-head one: W^Q and W^O copied; the W^K and
-        W^V slices of the heads of each group averaged into one (`pool="mean"`, Ainslie et
-        al.'s conversion of a trained model), or the group's first head kept (`pool="first"`:
-        for an untrained layer, whose weights averaging would shrink). n_kv_heads = n_heads
-        copies every weight: the same layer."""
-        if not isinstance(mha, MultiHeadAttention) or isinstance(mha, GroupedQueryAttention):
-            raise ValueError(f"mha must be a multihead.MultiHeadAttention; got "
-                             f"{type(mha).__name__}")
-        require_choice(pool, "pool", ("mean", "first"))
-        bias = mha.w_q.bias is not None
-        gqa = cls(mha.d_model, mha.n_heads, n_kv_heads, bias=bias).to(mha.w_q.weight.dtype)
-        shape = (n_kv_heads, gqa.group, mha.d_k)  # the rows of W^K, (n_heads d_k, d_model)
-
-        def pooled(x):  # (n_heads d_k, ...) -> (n_kv_heads d_k, ...), grouped by blocks
-            x = x.reshape(*shape, *x.shape[1:])  # (n_kv_heads, group, d_k, ...)
-            return (x.mean(1) if pool == "mean" else x[:, 0]).flatten(0, 1)
-
-        with torch.no_grad():
-            for name in ("w_q", "w_o"):
-                getattr(gqa, name).load_state_dict(getattr(mha, name).state_dict())
-            for name in ("w_k", "w_v"):
-                theirs, mine = getattr(mha, name), getattr(gqa, name)
-                mine.weight.copy_(pooled(theirs.weight))
-                if bias:
-                    mine.bias.copy_(pooled(theirs.bias))
-        return gqa
-
-
-def grouped_query_transformer(config: TransformerConfig, n_kv_heads: int,
-                              encoder: bool = False) -> Transformer:
-    """Unit 06's Transformer with grouped-query attention in the decoder (its self- and its
-    cross-attention, both cached when decoding), and in the encoder too with `encoder=True`.
-    Everything else as `Transformer(config)`: training (`translator.train`), evaluation and
-    `translate`, with the cache or without, work unchanged.
-
-    The weights are those `Transformer(config)` draws, each grouped layer keeping the first
-    head of each group's W^K and W^V (`from_multihead(..., pool="first")`): after the same
-    seed, n_kv_heads = n_heads gives the very same model, and fewer key/value heads differ
-    from it in the heads they drop alone."""
-    if not isinstance(config, TransformerConfig):
-        raise ValueError(f"config must be a TransformerConfig; got {type(config).__name__}")
-    require_kv_heads(config.n_heads, n_kv_heads)
-    require_bool(encoder, "encoder")
-    model = Transformer(config)
-    layers = [*model.decoder, *(model.encoder if encoder else [])]
-    for layer in layers:
-        for name in ("self_attn", "cross_attn"):
-            if hasattr(layer, name):
-                grouped = GroupedQueryAttention.from_multihead(getattr(layer, name), n_kv_heads,
-                                                               pool="first")
-                setattr(layer, name, grouped)
-    return model
+    with torch.no_grad():
+        for name in ("w_q", "w_o"):
+            getattr(grouped, name).load_state_dict(getattr(mha, name).state_dict())
+        for name in ("w_k", "w_v"):
+            theirs, mine = getattr(mha, name), getattr(grouped, name)
+            mine.weight.copy_(pooled(theirs.weight))
+            if bias:
+                mine.bias.copy_(pooled(theirs.bias))
+    return grouped
 
 
 def kv_cache_bytes_per_token(n_layers: int, n_kv_heads: int, d_k: int,

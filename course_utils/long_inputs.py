@@ -9,9 +9,9 @@ at most w positions away, a band of the T x T mask:
 One layer sees w positions back; L stacked layers pass information on, so the output at
 position t can depend on positions t - L w .. t (and as far ahead when symmetric):
 `receptive_field` counts them (Longformer, Beltagy et al. 2020, arXiv:2004.05150; Mistral 7B
-uses window 4096). `WindowAttention` applies the band as a mask to the full score matrix,
-which shows what the model can see, not the saving: a kernel that computes only the band
-needs T (2 w + 1) scores.
+uses window 4096). `multihead.MultiHeadAttention(..., window=w)` applies the band as a mask to
+the full score matrix, which shows what the model can see, not the saving: a kernel that
+computes only the band needs T (2 w + 1) scores.
 
 **Linear attention** (Katharopoulos et al. 2020, "Transformers are RNNs", arXiv:2006.16236)
 replaces exp(q . k) by a product of features phi(q) . phi(k), phi(x) = elu(x) + 1 > 0:
@@ -25,11 +25,19 @@ keys by a small masked product, the earlier ones by the carried sums).
 `linear_attention_weights` gives the same attention in its quadratic form, the weights
 phi(q_t) . phi(k_u) normalised over u, to check it and to look at it. The price is in those
 weights: a sum of positive products of d_k features is flatter than a softmax can be (lecture
-09 measures how much, on unit 05's pointer task).
+09 measures how much, on unit 05's pointer task). `multihead.MultiHeadAttention(...,
+feature_map=phi)` is a layer of it.
 
-On unit 05's pointer task (`pointer_model`): full attention, a window, and linear attention
-in the same model, trained the same way; pointers that name a position farther away than
-the window reaches (`data.pointer.make_pointer_data(..., min_distance=...)`) tell them apart.
+Causal forms read the T_q queries as the last T_q of the T_k positions (query i stands at
+T_k - T_q + i): T_q = T_k in self-attention, and a decoder's newest queries against every
+cached key get the same band, or the same sums, as the whole sequence.
+
+These are functions of tensors, below the layers that use them: the attention of unit 05's
+pointer model and of unit 06's Transformer is chosen by their configs (`window`,
+`feature_map`; `pointer_model.PointerConfig`, `transformer.TransformerConfig`), and lecture
+09 compares full attention, a window and linear attention on unit 05's pointer task, where
+pointers that name a position farther away than the window reaches
+(`data.pointer.make_pointer_data(..., min_distance=...)`) tell them apart.
 """
 
 from __future__ import annotations
@@ -41,21 +49,15 @@ import torch.nn.functional as F
 
 from course_utils._checks import (
     require_bool,
-    require_choice,
     require_heads_qkv,
     require_int,
     require_mask,
     require_positive_number,
     shape_str,
 )
-from course_utils.multihead import MultiHeadAttention, merge_heads, split_heads
-from course_utils.pointer_model import PointerConfig, PointerModel
 
-__all__ = ["ATTENTIONS", "LinearAttention", "WindowAttention", "elu_feature_map",
-           "linear_attention", "linear_attention_weights", "pointer_model", "receptive_field",
-           "sliding_window_mask"]
-
-ATTENTIONS = ("full", "window", "linear")
+__all__ = ["elu_feature_map", "linear_attention", "linear_attention_weights",
+           "receptive_field", "sliding_window_mask"]
 
 
 # ----------------------------------------------------------------------------- the window
@@ -86,28 +88,6 @@ def receptive_field(window: int, n_layers: int, causal: bool = True) -> int:
     return (1 if causal else 2) * n_layers * window + 1
 
 
-class WindowAttention(MultiHeadAttention):
-    """`MultiHeadAttention` (self-attention) under a sliding-window mask: forward(x, x, x,
-    mask=None) -> (output (B, T, d_model), weights (B, n_heads, T, T), zero outside the band).
-    A `mask` given is combined with the band (both must allow a key)."""
-
-    def __init__(self, d_model: int, n_heads: int, window: int, causal: bool = False,
-                 bias: bool = True):
-        super().__init__(d_model, n_heads, bias=bias)
-        self.window = require_int(window, "window", low=0)
-        self.causal = require_bool(causal, "causal")
-
-    def forward(self, query, key, value, mask=None, head_mask=None):
-        self.check_inputs(query, key, value)
-        if query.shape[1] != key.shape[1]:
-            raise ValueError(f"a sliding window is for self-attention: query and key must have "
-                             f"the same length T; got {shape_str(query.shape)} and "
-                             f"{shape_str(key.shape)}")
-        band = sliding_window_mask(query.shape[1], self.window, self.causal, query.device)
-        return super().forward(query, key, value, band if mask is None else mask & band,
-                               head_mask)
-
-
 # ----------------------------------------------------------------------------- linear attention
 
 def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
@@ -119,9 +99,10 @@ def _features(q, k, v, causal, key_padding_mask, feature_map, eps):
     """Checks; -> phi(q), phi(k) with padded keys zeroed."""
     require_heads_qkv(q, k, v)
     require_bool(causal, "causal")
-    if causal and q.shape[-2] != k.shape[-2]:
-        raise ValueError(f"causal linear attention is self-attention: q and k must have the "
-                         f"same length; got q {shape_str(q.shape)} and k {shape_str(k.shape)}")
+    if causal and q.shape[-2] > k.shape[-2]:
+        raise ValueError(f"causal linear attention reads the queries as the last T_q of the T_k "
+                         f"positions: T_q must not exceed T_k; got q {shape_str(q.shape)} and "
+                         f"k {shape_str(k.shape)}")
     if not callable(feature_map):
         raise ValueError(f"feature_map must be a function of a tensor, such as "
                          f"elu_feature_map; got {type(feature_map).__name__}")
@@ -145,8 +126,9 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: 
 
         c_t = phi(q_t)^T sum_u phi(k_u) v_u^T / (phi(q_t)^T sum_u phi(k_u) + eps)
 
-    over all keys u, or u <= t with `causal` (then T_q = T_k; computed `chunk_size` queries at
-    a time: the earlier chunks through the running sums, the chunk itself through a masked
+    over all keys u, or u <= t with `causal`: query i stands at t = T_k - T_q + i (T_q <= T_k;
+    the keys before the first query enter the sums at once, then `chunk_size` queries at a
+    time: the earlier chunks through the running sums, the chunk itself through a masked
     (chunk_size, chunk_size) product). q: (B, n_heads, T_q, d_k), k: (B, n_heads, T_k, d_k),
     v: (B, n_heads, T_k, d_v); key_padding_mask (B, T_k) bool, True = a real key.
     Returns (B, n_heads, T_q, d_v); a query with no key gets zeros."""
@@ -156,12 +138,16 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: 
         z = phi_k.sum(dim=-2, keepdim=True).transpose(-2, -1)  # (B, n_heads, d_k, 1): z
         return (phi_q @ kv) / (phi_q @ z + eps)  # (B, n_heads, T_q, d_v)
     chunk_size = require_int(chunk_size, "chunk_size")
-    kv = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1], v.shape[-1])  # (B, n_heads, d_k, d_v)
-    z = phi_k.new_zeros(*phi_k.shape[:-2], phi_k.shape[-1], 1)  # (B, n_heads, d_k, 1)
+    before = k.shape[-2] - q.shape[-2]  # keys before the first query: in every query's sums
+    k_b, v_b = phi_k[..., :before, :], v[..., :before, :]
+    kv = k_b.transpose(-2, -1) @ v_b  # (B, n_heads, d_k, d_v): U over them (zeros if none)
+    z = k_b.sum(dim=-2, keepdim=True).transpose(-2, -1)  # (B, n_heads, d_k, 1): z over them
     out = []
     for start in range(0, q.shape[-2], chunk_size):
         end = start + chunk_size
-        q_c, k_c, v_c = phi_q[..., start:end, :], phi_k[..., start:end, :], v[..., start:end, :]
+        q_c = phi_q[..., start:end, :]
+        keys = slice(before + start, before + end)  # the chunk's own keys
+        k_c, v_c = phi_k[..., keys, :], v[..., keys, :]
         within = (q_c @ k_c.transpose(-2, -1)).tril()  # (B, n_heads, chunk, chunk), u <= t
         numerator = q_c @ kv + within @ v_c  # (B, n_heads, chunk, d_v)
         denominator = q_c @ z + within.sum(dim=-1, keepdim=True)  # (B, n_heads, chunk, 1)
@@ -173,73 +159,22 @@ def linear_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: 
 
 def linear_attention_weights(q: torch.Tensor, k: torch.Tensor, causal: bool = False,
                              key_padding_mask: torch.Tensor | None = None,
-                             feature_map: Callable = elu_feature_map, eps: float = 1e-6
-                             ) -> torch.Tensor:
+                             feature_map: Callable = elu_feature_map, eps: float = 1e-6,
+                             mask: torch.Tensor | None = None) -> torch.Tensor:
     """The weights that linear attention gives, in the quadratic form:
 
         alpha_tu = phi(q_t) . phi(k_u) / (sum_u' phi(q_t) . phi(k_u') + eps)
 
-    (over u <= t with `causal`), so that linear_attention(q, k, v) = alpha v. Builds the
-    (B, n_heads, T_q, T_k) matrix: for checking and looking, not for long inputs."""
+    (over u <= t with `causal`, query i standing at t = T_k - T_q + i as in
+    `linear_attention`), so that linear_attention(q, k, v) = alpha v. `mask`, bool
+    broadcastable to (B, n_heads, T_q, T_k), True = may attend, leaves out any other pairs
+    (their products are zeroed before the sum): the one form that takes any mask. Builds the
+    (B, n_heads, T_q, T_k) matrix: for checking, looking and masks, not for long inputs."""
     phi_q, phi_k = _features(q, k, k, causal, key_padding_mask, feature_map, eps)
     scores = phi_q @ phi_k.transpose(-2, -1)  # (B, n_heads, T_q, T_k), all >= 0
     if causal:
-        scores = scores.tril()
+        scores = scores.tril(diagonal=k.shape[-2] - q.shape[-2])
+    if mask is not None:
+        require_mask(mask, "mask", scores.shape, broadcast=True)
+        scores = scores.masked_fill(~mask, 0.0)
     return scores / (scores.sum(dim=-1, keepdim=True) + eps)  # (B, n_heads, T_q, T_k)
-
-
-class LinearAttention(MultiHeadAttention):
-    """`MultiHeadAttention` with linear attention in each head (no 1 / sqrt(d_k) scale, as in
-    the paper): forward(query, key, value) -> (output (B, T_q, d_model), weights
-    (B, n_heads, T_q, T_k)). The output comes from `linear_attention` (O(T) memory); the
-    weights are its quadratic form, computed without gradient, only to be looked at (a hit
-    rate); the output never uses them. Masks other than none are refused."""
-
-    def __init__(self, d_model: int, n_heads: int, causal: bool = False,
-                 feature_map: Callable = elu_feature_map, bias: bool = True):
-        super().__init__(d_model, n_heads, bias=bias)
-        self.causal = require_bool(causal, "causal")
-        self.feature_map = feature_map
-
-    def attend(self, query, k, v, mask=None, head_mask=None):
-        if mask is not None or head_mask is not None:
-            raise ValueError("LinearAttention takes no mask or head_mask (causal=True at "
-                             "construction gives the causal form)")
-        q = split_heads(self.w_q(query), self.n_heads)  # (B, n_heads, T_q, d_k)
-        heads = linear_attention(q, k, v, self.causal, feature_map=self.feature_map)
-        with torch.no_grad():
-            weights = linear_attention_weights(q, k, self.causal, feature_map=self.feature_map)
-        return self.w_o(merge_heads(heads)), weights  # (B, T_q, d_model), (B, n_heads, T_q, T_k)
-
-
-# ----------------------------------------------------------------------------- unit 05's task
-
-def pointer_model(config: PointerConfig, attention: str = "full", window: int | None = None,
-                  feature_map: Callable | None = None) -> PointerModel:
-    """Unit 05's `PointerModel` with the attention of every block chosen: "full" (the model
-    as unit 05 builds it), "window" (`WindowAttention`, symmetric, `window` positions each
-    way) or "linear" (`LinearAttention`, with `feature_map`, by default elu_feature_map). The
-    rest (embeddings, positions, feed-forward, readout at the pointer) is the same, so
-    `pointer_model.train`, `accuracy` and `hit_rate` work unchanged. Every variant starts from
-    the same weights (those `PointerModel(config)` draws), so that with one seed they differ in
-    the attention alone."""
-    if not isinstance(config, PointerConfig):
-        raise ValueError(f"config must be a PointerConfig; got {type(config).__name__}")
-    require_choice(attention, "attention", ATTENTIONS)
-    if (attention == "window") != (window is not None):
-        raise ValueError(f"window must be given with attention='window', and only then; got "
-                         f"attention={attention!r}, window={window!r}")
-    if feature_map is not None and attention != "linear":
-        raise ValueError(f"feature_map is linear attention's; got attention={attention!r}")
-    model = PointerModel(config)
-    if attention == "full":
-        return model
-    for block in model.blocks:
-        if attention == "window":
-            layer = WindowAttention(config.d_model, config.n_heads, window)
-        else:
-            layer = LinearAttention(config.d_model, config.n_heads,
-                                    feature_map=feature_map or elu_feature_map)
-        layer.load_state_dict(block.attention.state_dict())  # W^Q, W^K, W^V, W^O as drawn
-        block.attention = layer
-    return model

@@ -8,7 +8,10 @@
 `positions` chooses what tells the model where a token stands: "none" (nothing: the model is
 permutation equivariant and cannot solve the task), "sinusoidal" (Vaswani et al.'s fixed
 encoding, added) or "learned" (one trained vector per position, added). Everything else stays
-the same, so that a comparison changes one thing.
+the same, so that a comparison changes one thing. The config also chooses the attention of
+every block (unit 09's variants, `multihead.MultiHeadAttention`): `n_kv_heads` shared
+key/value heads, a symmetric `window` (|t - u| <= window) or linear attention's
+`feature_map`; lecture 09 compares them on this task.
 
 The model returns its attention weights with its logits, and `hit_rate` measures how often
 the pointer's attention peaks on the position it names:
@@ -21,6 +24,7 @@ heads of d_k = d_model / n_heads, d_ff feed-forward width, n_vocab vocabulary si
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -37,7 +41,7 @@ from course_utils._checks import (
     shape_str,
 )
 from course_utils.data.pointer import PointerData
-from course_utils.multihead import MultiHeadAttention
+from course_utils.multihead import MultiHeadAttention, check_variant, config_repr
 from course_utils.positional import LearnedPositions, add_positions, sinusoidal_encoding
 from course_utils.training import History, eval_mode, fit
 
@@ -53,7 +57,10 @@ class PointerConfig:
 
     vocab_size (n_vocab): symbols and pointer ids; n_symbols: the answer classes; n_positions: the
     longest sequence (symbols and pointer); d_model, n_heads (d_model divisible by it), d_ff,
-    n_layers; positions: "none", "sinusoidal" or "learned".
+    n_layers; positions: "none", "sinusoidal" or "learned"; the attention's variant:
+    n_kv_heads (None: n_heads), window (None: every position; w: |t - u| <= w) and
+    feature_map (None: softmax; phi: linear attention), as `multihead.MultiHeadAttention`
+    takes them.
     """
 
     vocab_size: int
@@ -64,6 +71,9 @@ class PointerConfig:
     d_ff: int = 64
     n_layers: int = 1
     positions: str = "sinusoidal"
+    n_kv_heads: int | None = None
+    window: int | None = None
+    feature_map: Callable | None = None
 
     def __post_init__(self):
         require_int(self.vocab_size, "vocab_size", low=2)
@@ -73,11 +83,15 @@ class PointerConfig:
         require_int(self.d_ff, "d_ff")
         require_int(self.n_layers, "n_layers")
         require_choice(self.positions, "positions", POSITIONS)
+        check_variant(self.n_heads, self.n_kv_heads, self.window, self.feature_map)
+
+    def __repr__(self) -> str:
+        return config_repr(self)  # the variant's fields only where one is chosen
 
 
 def config_for(data: PointerData, **fields) -> PointerConfig:
     """The config whose vocabulary, classes and length fit `data`; `fields` set the rest
-    (d_model, n_heads, d_ff, n_layers, positions)."""
+    (d_model, n_heads, d_ff, n_layers, positions, n_kv_heads, window, feature_map)."""
     if not isinstance(data, PointerData):
         raise ValueError(f"data must be PointerData; got {type(data).__name__}")
     return PointerConfig(vocab_size=data.vocab_size, n_symbols=data.n_symbols,
@@ -89,11 +103,14 @@ class PointerBlock(nn.Module):
     (residual) after a LayerNorm of that input (pre-LN).
 
     forward(x (B, T, d_model)) -> (x (B, T, d_model), weights (B, n_heads, T, T)).
+    `n_kv_heads`, `window` and `feature_map` choose the attention's variant.
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int):
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, *, n_kv_heads: int | None = None,
+                 window: int | None = None, feature_map: Callable | None = None):
         super().__init__()
-        self.attention = MultiHeadAttention(d_model, n_heads)
+        self.attention = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads,
+                                            window=window, feature_map=feature_map)
         self.norm_attention = nn.LayerNorm(d_model)
         self.norm_ff = nn.LayerNorm(d_model)
         self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Linear(d_ff, d_model))
@@ -126,8 +143,9 @@ class PointerModel(nn.Module):
                                  persistent=False)  # (n_positions, d_model), not trained
         else:
             self.pe = None
-        self.blocks = nn.ModuleList(PointerBlock(c.d_model, c.n_heads, c.d_ff)
-                                    for _ in range(c.n_layers))
+        self.blocks = nn.ModuleList(
+            PointerBlock(c.d_model, c.n_heads, c.d_ff, n_kv_heads=c.n_kv_heads, window=c.window,
+                         feature_map=c.feature_map) for _ in range(c.n_layers))
         self.norm = nn.LayerNorm(c.d_model)
         self.readout = nn.Linear(c.d_model, c.n_symbols)
 

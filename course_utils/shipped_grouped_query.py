@@ -4,7 +4,7 @@ Lecture 09 compares multi-head, grouped-query and multi-query attention in unit 
 Transformer on unit 06's translation task, at the same budget: the recipe that lecture 06
 trains its Transformer with (six passes, batches of 64, a learning rate of 0.005 falling
 linearly, `seed_everything(0)` before each model is built), the only change the number of
-key/value heads of the decoder's attention (`grouped_query.grouped_query_transformer`).
+key/value heads of the decoder's attention (the config's `n_kv_heads`).
 Three such trainings take about a minute and a half on one thread, so `make translators`
 runs them once and writes course_utils/data/grouped_query.safetensors; the lecture reads
 the weights and measures the models itself. With n_kv_heads = n_heads the model is lecture
@@ -29,7 +29,6 @@ import torch
 
 from course_utils._checks import require_choice
 from course_utils.data import translation
-from course_utils.grouped_query import grouped_query_transformer
 from course_utils.shipped_files import load_variant, read_metadata, require_current, save_variants
 from course_utils.shipped_translators import TASK, data_digest
 from course_utils.training import History, seed_everything
@@ -64,8 +63,7 @@ def build(task: translation.TranslationTask, name: str) -> Transformer:
     cross-attention with VARIANTS[name] key/value heads; its initial weights drawn from
     PyTorch's global generator (train_variant seeds it first)."""
     require_choice(name, "name", tuple(VARIANTS))
-    return grouped_query_transformer(config_for(task, TransformerConfig, **SIZES),
-                                     VARIANTS[name])
+    return Transformer(config_for(task, TransformerConfig, **SIZES, n_kv_heads=VARIANTS[name]))
 
 
 def train_variant(task: translation.TranslationTask, name: str, progress: bool = True

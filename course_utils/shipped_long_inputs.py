@@ -10,7 +10,8 @@ and writes course_utils/data/long_inputs.safetensors; the lecture reads the weig
 of every step, and measures the models itself.
 
     DATA, SIZES, RECIPE   the task (rows of 24 symbols, a window of 6), the model, the training
-    VARIANTS              name -> (attention, n_layers)
+    VARIANTS              name -> (attention, n_layers): "full", "window" (the config's
+                          window = DATA's) or "linear" (its feature_map, elu + 1 by default)
     make_data             the training rows, the far and the any-distance held-out rows
     build                 a fresh model of one variant (weights from the global RNG)
     train_variant         seed_everything(0), build, train with RECIPE -> (model, History)
@@ -32,7 +33,7 @@ import torch
 
 from course_utils._checks import require_choice, require_int
 from course_utils.data.pointer import PointerData, make_pointer_data
-from course_utils.long_inputs import pointer_model
+from course_utils.long_inputs import elu_feature_map
 from course_utils.pointer_model import PointerModel, accuracy, config_for, train
 from course_utils.shipped_files import load_variant, read_metadata, require_current, save_variants
 from course_utils.training import History, seed_everything
@@ -98,15 +99,19 @@ def data_digest(sets: PointerSets) -> str:
 
 def build(train_data: PointerData, name: str, feature_map: Callable | None = None
           ) -> PointerModel:
-    """A fresh pointer model of variant `name` (`long_inputs.pointer_model` with SIZES and the
-    variant's attention and number of layers; `feature_map` for a linear variant, by default
-    elu + 1), its weights drawn from PyTorch's global generator (train_variant seeds it
-    first)."""
+    """A fresh pointer model of variant `name`: SIZES, the variant's number of layers and its
+    attention, chosen by the config (a window of DATA["window"] positions each way, or linear
+    attention with `feature_map`, by default elu + 1; `feature_map` is refused for the other
+    variants), its weights drawn from PyTorch's global generator (train_variant seeds it
+    first). Every variant starts from the weights full attention draws."""
     require_choice(name, "name", tuple(VARIANTS))
     attention, n_layers = VARIANTS[name]
-    config = config_for(train_data, **SIZES, n_layers=n_layers)
-    return pointer_model(config, attention, DATA["window"] if attention == "window" else None,
-                         feature_map)
+    if feature_map is not None and attention != "linear":
+        raise ValueError(f"feature_map is linear attention's; variant {name!r} has "
+                         f"{attention} attention")
+    variant = {"window": {"window": DATA["window"]},
+               "linear": {"feature_map": feature_map or elu_feature_map}}.get(attention, {})
+    return PointerModel(config_for(train_data, **SIZES, n_layers=n_layers, **variant))
 
 
 def train_variant(train_data: PointerData, name: str, progress: bool = True,

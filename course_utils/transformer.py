@@ -18,6 +18,14 @@ forcing: the whole target is read at once under the causal mask. Greedy decoding
 argmax back; with the key/value cache each step projects the newest token only and keeps the
 keys and values of the earlier ones, giving the same tokens as recomputing the whole prefix.
 
+The attention is chosen by the config (unit 09's variants, `multihead.MultiHeadAttention`):
+`n_kv_heads` key/value heads in the decoder's self- and cross-attention, the layers whose keys
+and values the cache keeps (grouped-query attention, Ainslie et al. 2023, who leave the
+encoder multi-head: its keys and values are computed once and never cached); a `window` or
+linear attention's `feature_map` in every self-attention (the cross-attention reads the whole
+source). Each layer builds its attention from them, so training, `forward` and cached
+decoding compute the same variant.
+
 Masks are bool, True = may attend (the course's convention, the OPPOSITE of the
 `mask`/`key_padding_mask` arguments of `torch.nn.Transformer*`). Notation: B batch, S source
 length, T target length, d_model width, d_ff feed-forward width, n_vocab vocabulary size.
@@ -26,6 +34,7 @@ length, T target length, d_model width, d_ff feed-forward width, n_vocab vocabul
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -44,7 +53,7 @@ from course_utils._checks import (
     shape_str,
 )
 from course_utils.data.vocab import END_ID, PAD_ID, START_ID
-from course_utils.multihead import MultiHeadAttention
+from course_utils.multihead import MultiHeadAttention, check_variant, config_repr
 from course_utils.positional import sinusoidal_encoding
 from course_utils.sequence import greedy_decode, padded_cross_entropy
 
@@ -119,16 +128,19 @@ class EncoderLayer(nn.Module):
     forward(x (B, S, d_model), mask bool broadcastable to (B, n_heads, S, S), True = may
     attend, head_mask (n_heads,) 0 = head off) -> (x (B, S, d_model), weights (B, n_heads, S, S)).
     Dropout (off by default) acts on each sub-layer's output and inside the feed-forward
-    network; unlike PyTorch's layer, none acts on the attention weights.
+    network; unlike PyTorch's layer, none acts on the attention weights. `window` and
+    `feature_map` choose the self-attention's variant (`multihead.MultiHeadAttention`).
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0,
-                 norm_first: bool = False, activation: str = "relu", eps: float = 1e-5):
+                 norm_first: bool = False, activation: str = "relu", eps: float = 1e-5, *,
+                 window: int | None = None, feature_map: Callable | None = None):
         super().__init__()
         _check_layer_sizes(d_model, n_heads, d_ff, dropout, norm_first)
         require_positive_number(eps, "eps")
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, window=window,
+                                            feature_map=feature_map)
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
         self.norm1, self.norm2 = nn.LayerNorm(d_model, eps), nn.LayerNorm(d_model, eps)
         self.dropout = nn.Dropout(dropout)
@@ -161,16 +173,21 @@ class DecoderLayer(nn.Module):
 
     With a `cache` (one `KVCache` per layer), y holds only the newest positions: their keys
     and values are appended to the cache and the queries attend to everything cached;
-    self_mask then covers (T_new, T_cached + T_new).
+    self_mask then covers (T_new, T_cached + T_new). `n_kv_heads` (both attentions), `window`
+    and `feature_map` (the self-attention) choose the variant (`multihead.MultiHeadAttention`);
+    the cached path attends with the same layers, so it computes the same variant.
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0,
-                 norm_first: bool = False, activation: str = "relu"):
+                 norm_first: bool = False, activation: str = "relu", *,
+                 n_kv_heads: int | None = None, window: int | None = None,
+                 feature_map: Callable | None = None):
         super().__init__()
         _check_layer_sizes(d_model, n_heads, d_ff, dropout, norm_first)
         self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads)
-        self.cross_attn = MultiHeadAttention(d_model, n_heads)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads,
+                                            window=window, feature_map=feature_map)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads)
         self.ff = FeedForward(d_model, d_ff, dropout, activation)
         self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model) for _ in range(3))
         self.dropout = nn.Dropout(dropout)
@@ -194,9 +211,9 @@ class DecoderLayer(nn.Module):
         if cache is None:
             return self.self_attn(h, h, h, mask)
         self.self_attn.check_inputs(h, h, h)
-        k, v = self.self_attn.keys_values(h, h)  # (B, n_heads, T_new, d_k)
-        k, v = cache.append(k, v)  # (B, n_heads, T_cached + T_new, d_k)
-        return self.self_attn.attend(h, k, v, mask)
+        k, v = self.self_attn.keys_values(h, h)  # (B, n_kv_heads, T_new, d_k)
+        k, v = cache.append(k, v)  # (B, n_kv_heads, T_cached + T_new, d_k)
+        return self.self_attn.attend(h, k, v, mask)  # the newest queries: the last T_new
 
     def _cross_attention(self, h, memory, mask, cache):
         if cache is None:
@@ -246,8 +263,9 @@ def _activation_name(activation) -> str:
 @dataclass
 class KVCache:
     """What one decoder layer keeps between steps of incremental decoding: the projected keys
-    and values of every target position so far, (B, n_heads, t, d_k) each, and those of the
-    encoder's output, (B, n_heads, S, d_k), computed at the first step."""
+    and values of every target position so far, (B, n_kv_heads, t, d_k) each, and those of the
+    encoder's output, (B, n_kv_heads, S, d_k), computed at the first step (n_kv_heads =
+    n_heads unless the config shares them). A window masks the old keys; they stay kept."""
 
     k: torch.Tensor | None = None
     v: torch.Tensor | None = None
@@ -262,9 +280,9 @@ class KVCache:
         if self.k is not None and (k.shape[:2] != self.k.shape[:2]
                                    or k.shape[-1] != self.k.shape[-1]):
             raise ValueError(f"new keys {shape_str(k.shape)} do not fit the cached "
-                             f"{shape_str(self.k.shape)}: expected (B, n_heads, T_new, d_k)")
-        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)  # (B, n_heads, t, d_k)
-        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)  # (B, n_heads, t, d_k)
+                             f"{shape_str(self.k.shape)}: expected (B, n_kv_heads, T_new, d_k)")
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)  # (B, n_kv_heads, t, d_k)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)  # (B, n_kv_heads, t, d_k)
         return self.k, self.v
 
 
@@ -272,7 +290,8 @@ class KVCache:
 
 @dataclass
 class TransformerConfig:
-    """Sizes and switches of the encoder-decoder Transformer (unit 06)."""
+    """Sizes and switches of the encoder-decoder Transformer (unit 06), and its attention's
+    variant (unit 09; `multihead.MultiHeadAttention`): the fields after n_positions."""
 
     src_vocab_size: int  # n_vocab of the source
     tgt_vocab_size: int  # n_vocab of the target
@@ -284,6 +303,9 @@ class TransformerConfig:
     norm_first: bool = False  # False: post-LN as in the paper; True: pre-LN
     max_len: int = 40  # greedy decoding stops after this many steps at the latest
     n_positions: int = 128  # rows of the sinusoidal table: the longest source or target
+    n_kv_heads: int | None = None  # the decoder's key/value heads (None: n_heads), cached
+    window: int | None = None  # self-attention to keys at most window positions away
+    feature_map: Callable | None = None  # linear attention phi(q) . phi(k) in self-attention
 
     def __post_init__(self):
         for name in ("src_vocab_size", "tgt_vocab_size", "n_layers", "max_len",
@@ -291,9 +313,13 @@ class TransformerConfig:
             require_int(getattr(self, name), name)
         _check_layer_sizes(self.d_model, self.n_heads, self.d_ff, self.dropout,
                            self.norm_first)
+        check_variant(self.n_heads, self.n_kv_heads, self.window, self.feature_map)
         if self.max_len + 1 > self.n_positions:
             raise ValueError(f"n_positions = {self.n_positions} must exceed max_len = "
                              f"{self.max_len}: decoding reads <start> and max_len tokens")
+
+    def __repr__(self) -> str:
+        return config_repr(self)  # the variant's fields only where one is chosen
 
 
 class Transformer(nn.Module):
@@ -308,7 +334,8 @@ class Transformer(nn.Module):
         self.config = config
         d = config.d_model
         layer = dict(d_model=d, n_heads=config.n_heads, d_ff=config.d_ff, dropout=config.dropout,
-                     norm_first=config.norm_first)
+                     norm_first=config.norm_first, window=config.window,
+                     feature_map=config.feature_map)
         self.src_embed = nn.Embedding(config.src_vocab_size, d)
         self.tgt_embed = nn.Embedding(config.tgt_vocab_size, d)
         for embedding in (self.src_embed, self.tgt_embed):
@@ -318,7 +345,8 @@ class Transformer(nn.Module):
         self.register_buffer("positions", sinusoidal_encoding(config.n_positions, d),
                              persistent=False)  # (n_positions, d_model)
         self.encoder = nn.ModuleList(EncoderLayer(**layer) for _ in range(config.n_layers))
-        self.decoder = nn.ModuleList(DecoderLayer(**layer) for _ in range(config.n_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(**layer, n_kv_heads=config.n_kv_heads)
+                                     for _ in range(config.n_layers))
         # pre-LN leaves the residual stream unnormalised: one LayerNorm closes each stack
         final = nn.LayerNorm if config.norm_first else nn.Identity
         self.encoder_norm, self.decoder_norm = final(d), final(d)

@@ -1,12 +1,17 @@
-"""course_utils.grouped_query: grouped-query attention against multi-head attention (ours and
-torch.nn's), PyTorch's own grouped attention (scaled_dot_product_attention with enable_gqa)
-and an explicit loop over heads; the cache's size, measured and worked out; cached decoding
-of the grouped Transformer equal to recomputation."""
+"""course_utils.grouped_query and the layer it describes (multihead.MultiHeadAttention with
+n_kv_heads): grouped-query attention against multi-head attention (ours and torch.nn's),
+PyTorch's own grouped attention (scaled_dot_product_attention with enable_gqa) and an explicit
+loop over heads; Ainslie et al.'s conversion; the cache's size, measured and worked out; the
+Transformer whose config asks for fewer key/value heads, drawn as the multi-head one, and its
+cached decoding equal to recomputation."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 from course_utils import seed_everything
@@ -14,14 +19,12 @@ from course_utils.data import translation
 from course_utils.grouped_query import (
     LLAMA_2_7B,
     MISTRAL_7B,
-    GroupedQueryAttention,
     cache_bytes,
     fill_caches,
-    grouped_query_transformer,
+    from_multihead,
     kv_cache_bytes_per_token,
-    repeat_kv,
 )
-from course_utils.multihead import MultiHeadAttention
+from course_utils.multihead import MultiHeadAttention, repeat_kv
 from course_utils.training import count_parameters
 from course_utils.transformer import Transformer, TransformerConfig
 from course_utils.translator import config_for, train
@@ -38,7 +41,7 @@ def randn(*shape, seed=1, dtype=torch.float64):
 
 def layer(n_kv_heads, seed=0):
     torch.manual_seed(seed)
-    gqa = GroupedQueryAttention(D_MODEL, N_HEADS, n_kv_heads).double().eval()
+    gqa = MultiHeadAttention(D_MODEL, N_HEADS, n_kv_heads=n_kv_heads).double().eval()
     with torch.no_grad():  # biases start at 0: make them count
         for p in gqa.parameters():
             if p.dim() == 1:
@@ -105,7 +108,7 @@ def test_fewer_kv_heads_equal_the_loop_over_heads_and_pytorchs_grouped_attention
 def test_as_many_kv_heads_as_heads_is_multi_head_attention_ours_and_pytorchs():
     torch.manual_seed(0)
     mha = MultiHeadAttention(D_MODEL, N_HEADS).double()
-    gqa = GroupedQueryAttention.from_multihead(mha, N_HEADS)
+    gqa = from_multihead(mha, N_HEADS)
     assert gqa.group == 1 and gqa.w_k.weight.shape == (D_MODEL, D_MODEL)
     x = randn(3, 6, D_MODEL)
     mask = torch.ones(6, 6, dtype=torch.bool).tril()
@@ -118,15 +121,24 @@ def test_as_many_kv_heads_as_heads_is_multi_head_attention_ours_and_pytorchs():
     torch.manual_seed(4)
     a = MultiHeadAttention(D_MODEL, N_HEADS)
     torch.manual_seed(4)
-    b = GroupedQueryAttention(D_MODEL, N_HEADS, N_HEADS)
+    b = MultiHeadAttention(D_MODEL, N_HEADS, n_kv_heads=N_HEADS)
     for p, r in zip(a.state_dict().values(), b.state_dict().values(), strict=True):
         assert torch.equal(p, r)
+    # fewer key/value heads: drawn as that layer, each group keeping its first head's rows
+    torch.manual_seed(4)
+    c = MultiHeadAttention(D_MODEL, N_HEADS, n_kv_heads=2)
+    for name in ("w_q", "w_o"):
+        assert torch.equal(getattr(c, name).weight, getattr(a, name).weight)
+    for name in ("w_k", "w_v"):
+        rows = torch.cat([getattr(a, name).weight[0:4], getattr(a, name).weight[12:16]])
+        assert torch.equal(getattr(c, name).weight, rows)
+        assert getattr(c, name).out_features == 8
 
 
 def test_from_multihead_averages_each_groups_key_and_value_heads():
     torch.manual_seed(0)
     mha = MultiHeadAttention(D_MODEL, N_HEADS).double()
-    gqa = GroupedQueryAttention.from_multihead(mha, 2)  # groups of 3 heads
+    gqa = from_multihead(mha, 2)  # groups of 3 heads
     assert gqa.w_k.weight.shape == (8, D_MODEL) and gqa.w_v.bias.shape == (8,)
     # the multi-head layer whose heads of each group all hold the group's mean
     pooled = MultiHeadAttention(D_MODEL, N_HEADS).double()
@@ -140,7 +152,7 @@ def test_from_multihead_averages_each_groups_key_and_value_heads():
             getattr(pooled, name).bias.copy_(b.mean(1, keepdim=True).expand(2, 3, 4).flatten())
     x = randn(2, 5, D_MODEL)
     torch.testing.assert_close(gqa(x, x, x)[0], pooled(x, x, x)[0], **TOL64)
-    first = GroupedQueryAttention.from_multihead(mha, 2, pool="first")
+    first = from_multihead(mha, 2, pool="first")
     assert torch.equal(first.w_k.weight, torch.cat([mha.w_k.weight[0:4], mha.w_k.weight[12:16]]))
 
 
@@ -154,7 +166,7 @@ def test_the_cache_holds_n_kv_heads_and_its_bytes_follow_the_arithmetic():
     measured = {}
     for n_kv in (6, 3, 1):
         torch.manual_seed(0)
-        model = grouped_query_transformer(config, n_kv).eval()
+        model = Transformer(replace(config, n_kv_heads=n_kv)).eval()
         caches = fill_caches(model, data.src, data.src_lengths, 9)
         assert len(caches) == 3
         for cache in caches:
@@ -167,25 +179,27 @@ def test_the_cache_holds_n_kv_heads_and_its_bytes_follow_the_arithmetic():
     assert measured[6]["self"] == 6 * measured[1]["self"] == 2 * measured[3]["self"]
 
 
-def test_the_grouped_transformer_is_unit_06s_with_the_decoders_attention_replaced():
+def test_the_grouped_transformer_is_unit_06s_drawn_alike_with_the_decoder_sharing_heads():
     task = translation.make_task(n_train=20, n_test=5, seed=0, max_numbers=4)
     config = config_for(task, TransformerConfig, d_model=16, n_heads=4, d_ff=24)
     seed_everything(3)
     plain = Transformer(config)
     seed_everything(3)
-    same = grouped_query_transformer(config, 4)  # as many kv heads as heads
+    same = Transformer(replace(config, n_kv_heads=4))  # as many kv heads as heads
     for (name, p), r in zip(plain.state_dict().items(), same.state_dict().values(), strict=True):
         assert torch.equal(p, r), name
     seed_everything(3)
-    mqa = grouped_query_transformer(config, 1)
-    assert all(isinstance(layer.self_attn, GroupedQueryAttention)
-               and isinstance(layer.cross_attn, GroupedQueryAttention) for layer in mqa.decoder)
-    assert not any(isinstance(layer.self_attn, GroupedQueryAttention) for layer in mqa.encoder)
+    mqa = Transformer(replace(config, n_kv_heads=1))
+    assert all(layer.self_attn.n_kv_heads == layer.cross_attn.n_kv_heads == 1
+               for layer in mqa.decoder)
+    assert all(layer.self_attn.n_kv_heads == 4 for layer in mqa.encoder)  # never cached
     # per decoder layer, W^K and W^V of two attentions lose 3 of 4 heads: 4 (16 x 12 + 12)
     assert count_parameters(plain) - count_parameters(mqa) == 2 * 4 * (16 * 12 + 12)
-    assert torch.equal(mqa.encoder[0].self_attn.w_k.weight, plain.encoder[0].self_attn.w_k.weight)
-    both = grouped_query_transformer(config, 2, encoder=True)
-    assert all(layer.self_attn.n_kv_heads == 2 for layer in both.encoder)
+    mine, theirs = mqa.state_dict(), plain.state_dict()
+    assert list(mine) == list(theirs)  # the same names: a state dict maps one to one
+    for name, p in mine.items():  # the same draws; the one group keeps head 0's rows 0-3
+        shared = name.startswith("decoder") and (".w_k." in name or ".w_v." in name)
+        assert torch.equal(p, theirs[name][:4] if shared else theirs[name]), name
 
 
 def test_cached_decoding_of_a_trained_grouped_model_equals_recomputation():
@@ -193,8 +207,8 @@ def test_cached_decoding_of_a_trained_grouped_model_equals_recomputation():
     data = translation.make_batch(task.train, task.src_vocab, task.tgt_vocab)
     test = translation.make_batch(task.test, task.src_vocab, task.tgt_vocab)
     generator = seed_everything(0)
-    model = grouped_query_transformer(
-        config_for(task, TransformerConfig, d_model=32, n_heads=4, d_ff=48, max_len=20), 2)
+    model = Transformer(config_for(task, TransformerConfig, d_model=32, n_heads=4, d_ff=48,
+                                   max_len=20, n_kv_heads=2))
     history = train(model, data, epochs=3, batch_size=32, lr=3e-3, generator=generator,
                     progress=False)
     assert history.loss[-1] < 0.8 * history.loss[0]
@@ -205,16 +219,22 @@ def test_cached_decoding_of_a_trained_grouped_model_equals_recomputation():
 
 
 @pytest.mark.parametrize(("call", "message"), [
-    (lambda: GroupedQueryAttention(24, 6, 4), r"^n_kv_heads = 4 must divide n_heads = 6"),
-    (lambda: GroupedQueryAttention(24, 6, 0), r"^n_kv_heads must be a positive int"),
-    (lambda: GroupedQueryAttention(26, 4, 2), r"d_model = 26 must be divisible by n_heads = 4"),
+    (lambda: MultiHeadAttention(24, 6, n_kv_heads=4), r"^n_kv_heads = 4 must divide n_heads = 6"),
+    (lambda: MultiHeadAttention(24, 6, n_kv_heads=0), r"^n_kv_heads must be a positive int"),
+    (lambda: MultiHeadAttention(26, 4, n_kv_heads=2),
+     r"d_model = 26 must be divisible by n_heads = 4"),
     (lambda: layer(2).attend(randn(1, 3, 24), randn(1, 6, 3, 4), randn(1, 6, 3, 4)),
      r"k must have shape \(B, n_kv_heads = 2, T_k, d_k = 4\); got \(1, 6, 3, 4\)"),
     (lambda: kv_cache_bytes_per_token(32, 5, 128, n_heads=32), r"^n_kv_heads = 5 must divide"),
     (lambda: repeat_kv(randn(2, 3, 4), 2), r"x must have 4 dimension"),
-    (lambda: GroupedQueryAttention.from_multihead(layer(2), 1), r"mha must be a multihead"),
-    (lambda: GroupedQueryAttention.from_multihead(MultiHeadAttention(24, 6), 2, pool="max"),
+    (lambda: from_multihead(layer(2), 1), r"mha must be multi-head .* n_kv_heads = 2 among"),
+    (lambda: from_multihead(nn.Linear(24, 24), 1), r"mha must be a multihead.MultiHeadAttention"),
+    (lambda: from_multihead(MultiHeadAttention(24, 6), 4), r"^n_kv_heads = 4 must divide"),
+    (lambda: from_multihead(MultiHeadAttention(24, 6), 2, pool="max"),
      r"pool must be 'mean' or 'first'"),
+    (lambda: replace(TransformerConfig(9, 9, d_model=16, n_heads=4), n_kv_heads=3),
+     r"^n_kv_heads = 3 must divide n_heads = 4"),
+    (lambda: layer(2).to_torch(), r"only plain multi-head attention .* \{'n_kv_heads': 2\}"),
     (lambda: cache_bytes([1]), r"caches must be a list of transformer.KVCache"),
 ])
 def test_bad_arguments_fail_with_a_message_naming_what_was_expected(call, message):

@@ -1,8 +1,10 @@
-"""course_utils.long_inputs: the sliding-window mask and its receptive field (against the
+"""course_utils.long_inputs and the layers that use it (multihead.MultiHeadAttention with a
+window or a feature map): the sliding-window mask and its receptive field (against the
 reachability of the masks and the gradients of a real stack), window attention against
 torch.nn.MultiheadAttention under the band mask, linear attention against its own quadratic
-form (float64 atol = 1e-12, rtol = 1e-10; float32 atol = rtol = 1e-5) and O(T) in memory,
-unit 05's pointer model with each attention, and the pointer task's far pointers."""
+form (float64 atol = 1e-12, rtol = 1e-10; float32 atol = rtol = 1e-5), its causal form with
+the queries at the end of the keys, O(T) in memory, unit 05's pointer model with each
+attention chosen by its config, and the pointer task's far pointers."""
 
 from __future__ import annotations
 
@@ -16,17 +18,20 @@ from course_utils import seed_everything
 from course_utils.attention_cost import peak_memory
 from course_utils.data.pointer import make_pointer_data
 from course_utils.long_inputs import (
-    LinearAttention,
-    WindowAttention,
     elu_feature_map,
     linear_attention,
     linear_attention_weights,
-    pointer_model,
     receptive_field,
     sliding_window_mask,
 )
 from course_utils.multihead import MultiHeadAttention, split_heads
-from course_utils.pointer_model import PointerModel, config_for, hit_rate, pointer_weights
+from course_utils.pointer_model import (
+    PointerConfig,
+    PointerModel,
+    config_for,
+    hit_rate,
+    pointer_weights,
+)
 from course_utils.transformer import causal_mask
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: one thread is faster
@@ -66,7 +71,7 @@ def test_the_receptive_field_is_the_reach_of_the_stacked_masks(causal):
 
 def test_the_receptive_field_of_a_real_stack_read_from_its_gradients():
     torch.manual_seed(0)
-    layers = [WindowAttention(8, 2, window=2, causal=True).double() for _ in range(3)]
+    layers = [MultiHeadAttention(8, 2, window=2, causal=True).double() for _ in range(3)]
     x = randn(1, 20, 8, seed=1).requires_grad_()
     h = x
     for layer in layers:
@@ -79,7 +84,7 @@ def test_the_receptive_field_of_a_real_stack_read_from_its_gradients():
 
 def test_window_attention_is_multihead_attention_under_the_band_mask_ours_and_pytorchs():
     torch.manual_seed(0)
-    mine = WindowAttention(12, 3, window=2).double()
+    mine = MultiHeadAttention(12, 3, window=2).double()
     full = MultiHeadAttention(12, 3).double()
     full.load_state_dict(mine.state_dict())
     x = randn(2, 9, 12)
@@ -139,6 +144,32 @@ def test_causal_linear_attention_at_position_i_is_the_plain_one_on_the_prefix():
         torch.testing.assert_close(causal[..., i:i + 1, :], prefix, **TOL[torch.float64])
 
 
+@pytest.mark.parametrize("T_q", [1, 4, 12])
+def test_causal_queries_stand_at_the_end_of_the_keys_as_a_decoders_newest_do(T_q):
+    """The last T_q queries against all 12 keys (a cached step reads the earlier keys too):
+    the rows of the whole causal attention that belong to them, in both forms."""
+    q, k, v = randn(2, 2, 12, 4, seed=1), randn(2, 2, 12, 4, seed=2), randn(2, 2, 12, 3, seed=3)
+    whole = linear_attention(q, k, v, causal=True)
+    for chunk in (1, 3, 64):
+        out = linear_attention(q[..., 12 - T_q:, :], k, v, causal=True, chunk_size=chunk)
+        torch.testing.assert_close(out, whole[..., 12 - T_q:, :], **TOL[torch.float64])
+    weights = linear_attention_weights(q[..., 12 - T_q:, :], k, causal=True)
+    want = linear_attention_weights(q, k, causal=True)[..., 12 - T_q:, :]
+    torch.testing.assert_close(weights, want, **TOL[torch.float64])
+    assert (weights[..., 0, 12 - T_q + 1:] == 0).all()  # the first of them sees no later key
+
+
+def test_the_quadratic_form_takes_any_mask_and_zeroes_what_it_leaves_out():
+    q, k = randn(2, 3, 5, 4, seed=1), randn(2, 3, 7, 4, seed=2)
+    mask = randn(2, 1, 5, 7, seed=3) > 0  # any pattern, the same for every head
+    mask[..., 0] = True  # every query keeps a key
+    weights = linear_attention_weights(q, k, mask=mask)
+    scores = elu_feature_map(q) @ elu_feature_map(k).transpose(-2, -1) * mask
+    torch.testing.assert_close(weights, scores / (scores.sum(-1, keepdim=True) + 1e-6),
+                               **TOL[torch.float64])
+    assert (weights.masked_select(~mask.expand(2, 3, 5, 7)) == 0).all()
+
+
 def test_cross_attention_with_another_length_and_another_feature_map():
     q, k, v = randn(2, 2, 3, 4, seed=1), randn(2, 2, 8, 4, seed=2), randn(2, 2, 8, 6, seed=3)
     out = linear_attention(q, k, v, feature_map=torch.exp)
@@ -159,7 +190,7 @@ def test_linear_attention_memory_grows_linearly_in_t():
 
 def test_the_linear_attention_layer_returns_the_quadratic_weights_to_look_at():
     torch.manual_seed(0)
-    mine = LinearAttention(12, 3).double()
+    mine = MultiHeadAttention(12, 3, feature_map=elu_feature_map).double()
     x = randn(2, 7, 12)
     out, weights = mine(x, x, x)
     assert weights.shape == (2, 3, 7, 7) and not weights.requires_grad
@@ -168,7 +199,7 @@ def test_the_linear_attention_layer_returns_the_quadratic_weights_to_look_at():
     torch.testing.assert_close(weights, linear_attention_weights(q, k))
     heads = (weights @ v).transpose(1, 2).reshape(2, 7, 12)  # (B, T, d_model)
     torch.testing.assert_close(out, mine.w_o(heads), **TOL[torch.float64])
-    causal = LinearAttention(12, 3, causal=True).double()
+    causal = MultiHeadAttention(12, 3, causal=True, feature_map=elu_feature_map).double()
     causal.load_state_dict(mine.state_dict())
     changed = x.clone()
     changed[:, 4:] += 1.0
@@ -197,15 +228,19 @@ def test_the_pointer_datas_default_rows_are_unchanged_and_far_pointers_are_far()
 def test_pointer_models_with_each_attention_start_alike_and_differ_in_what_they_see():
     data = make_pointer_data(64, 24, 32, seed=1)
     config = config_for(data, d_model=16, n_heads=2, d_ff=32)
+    variants = {"full": {}, "window": {"window": 6}, "linear": {"feature_map": elu_feature_map}}
     models = {}
-    for attention in ("full", "window", "linear"):
+    for attention, fields in variants.items():
         seed_everything(0)
-        models[attention] = pointer_model(config, attention, 6 if attention == "window" else None)
+        models[attention] = PointerModel(config_for(data, d_model=16, n_heads=2, d_ff=32,
+                                                    **fields))
     seed_everything(0)
     unit05 = PointerModel(config)
     for model in models.values():  # the same weights, whatever the attention
         for p, r in zip(model.state_dict().values(), unit05.state_dict().values(), strict=True):
             assert torch.equal(p, r)
+    assert models["window"].blocks[0].attention.window == 6
+    assert models["full"].blocks[0].attention.window is None
     with torch.no_grad():
         assert torch.equal(models["full"](data.ids)[0], unit05(data.ids)[0])
         _, weights = models["window"](data.ids)  # (N, n_layers, n_heads, T, T)
@@ -220,11 +255,12 @@ def test_pointer_models_with_each_attention_start_alike_and_differ_in_what_they_
 
 def test_a_linear_pointer_model_takes_another_feature_map():
     data = make_pointer_data(8, 24, 32, seed=1)
-    config = config_for(data, d_model=16, n_heads=2, d_ff=32, n_layers=2)
     seed_everything(0)
-    default = pointer_model(config, "linear")
+    default = PointerModel(config_for(data, d_model=16, n_heads=2, d_ff=32, n_layers=2,
+                                      feature_map=elu_feature_map))
     seed_everything(0)
-    exp = pointer_model(config, "linear", feature_map=torch.exp)
+    exp = PointerModel(config_for(data, d_model=16, n_heads=2, d_ff=32, n_layers=2,
+                                  feature_map=torch.exp))
     assert [b.attention.feature_map for b in default.blocks] == [elu_feature_map] * 2
     assert [b.attention.feature_map for b in exp.blocks] == [torch.exp] * 2
     with torch.no_grad():
@@ -242,10 +278,13 @@ def test_a_linear_pointer_model_takes_another_feature_map():
     (lambda: sliding_window_mask(5, -1), r"^window must be an int >= 0; got -1"),
     (lambda: sliding_window_mask(0, 2), r"^T must be a positive int"),
     (lambda: receptive_field(2, 0), r"^n_layers must be a positive int"),
-    (lambda: WindowAttention(8, 2, 1)(randn(1, 3, 8), randn(1, 4, 8), randn(1, 4, 8)),
-     r"a sliding window is for self-attention"),
-    (lambda: linear_attention(randn(1, 1, 3, 4), randn(1, 1, 5, 4), randn(1, 1, 5, 4),
-                              causal=True), r"causal linear attention is self-attention"),
+    (lambda: MultiHeadAttention(8, 2, window=1).double()(randn(1, 4, 8), randn(1, 3, 8),
+                                                          randn(1, 3, 8)),
+     r"a window or causal=True reads the queries as the last T_q of the T_k positions: "
+     r"T_q = 4 must not exceed T_k = 3"),
+    (lambda: linear_attention(randn(1, 1, 5, 4), randn(1, 1, 3, 4), randn(1, 1, 3, 4),
+                              causal=True), r"causal linear attention reads the queries as the "
+                                            r"last T_q of the T_k positions"),
     (lambda: linear_attention(randn(1, 1, 3, 4), randn(1, 1, 3, 4), randn(1, 1, 3, 4),
                               feature_map=lambda x: x.sum(-1)), r"feature_map must keep the"),
     (lambda: linear_attention(randn(1, 1, 3, 4), randn(1, 1, 3, 4), randn(1, 1, 2, 4)),
@@ -253,15 +292,16 @@ def test_a_linear_pointer_model_takes_another_feature_map():
     (lambda: linear_attention(randn(1, 1, 3, 4), randn(1, 1, 3, 4), randn(1, 1, 3, 4),
                               key_padding_mask=torch.ones(1, 4, dtype=torch.bool)),
      r"key_padding_mask must have shape \(1, 3\)"),
-    (lambda: LinearAttention(8, 2)(randn(1, 3, 8).float(), randn(1, 3, 8).float(),
-                                   randn(1, 3, 8).float(), torch.ones(3, 3, dtype=torch.bool)),
-     r"LinearAttention takes no mask"),
-    (lambda: pointer_model(config_for(make_pointer_data(4)), "window"),
-     r"window must be given with attention='window'"),
-    (lambda: pointer_model(config_for(make_pointer_data(4)), "full", feature_map=torch.exp),
-     r"feature_map is linear attention's; got attention='full'"),
-    (lambda: pointer_model(config_for(make_pointer_data(4)), "local"),
-     r"attention must be one of \('full', 'window', 'linear'\)"),
+    (lambda: linear_attention_weights(randn(1, 1, 3, 4), randn(1, 1, 3, 4),
+                                      mask=torch.ones(3, 4, dtype=torch.bool)),
+     r"mask of shape \(3, 4\) does not broadcast to the scores \(1, 1, 3, 3\)"),
+    (lambda: config_for(make_pointer_data(4), window=-1), r"^window must be an int >= 0"),
+    (lambda: config_for(make_pointer_data(4), feature_map="elu"),
+     r"^feature_map must be None \(softmax attention\) or a function of a tensor"),
+    (lambda: config_for(make_pointer_data(4), window=2, feature_map=torch.exp),
+     r"^a window masks softmax scores; linear attention \(feature_map\) takes none"),
+    (lambda: PointerConfig(8, 4, 5, n_heads=2, n_kv_heads=3),
+     r"^n_kv_heads = 3 must divide n_heads = 2"),
 ])
 def test_bad_arguments_fail_with_a_message_naming_what_was_expected(call, message):
     with pytest.raises(ValueError, match=message):

@@ -13,7 +13,6 @@ from conftest import ROOT, read
 from course_utils import shipped_grouped_query as unit09
 from course_utils import shipped_translators
 from course_utils.data import translation
-from course_utils.grouped_query import GroupedQueryAttention
 from course_utils.translator import evaluate
 
 
@@ -53,12 +52,13 @@ def test_each_shipped_model_has_its_key_value_heads_and_translates_as_lecture_09
                                                                                      name):
     model, history = unit09.load(name, task)
     assert not model.training
+    assert model.config.n_kv_heads == unit09.VARIANTS[name]  # chosen by the config
     for layer in model.decoder:
         for attention in (layer.self_attn, layer.cross_attn):
-            assert isinstance(attention, GroupedQueryAttention)
             assert attention.n_kv_heads == unit09.VARIANTS[name]
+            assert attention.w_k.weight.shape == (unit09.VARIANTS[name] * 12, 48)  # d_k = 12
     for layer in model.encoder:  # the encoder is never cached: multi-head as in unit 06
-        assert not isinstance(layer.self_attn, GroupedQueryAttention)
+        assert layer.self_attn.n_kv_heads == unit09.SIZES["n_heads"]
     data = translation.make_batch(task.test, task.src_vocab, task.tgt_vocab)
     exact = float(evaluate(model, data).float().mean())
     assert exact >= 0.985  # lecture 09: about 99% or more for each

@@ -9,11 +9,11 @@ import json
 import re
 
 import pytest
+import torch
 from conftest import ROOT, read
 
 from course_utils import shipped_long_inputs as unit09
-from course_utils.long_inputs import LinearAttention, WindowAttention
-from course_utils.multihead import MultiHeadAttention
+from course_utils.long_inputs import elu_feature_map
 from course_utils.pointer_model import accuracy
 
 
@@ -49,23 +49,25 @@ def test_the_recipe_is_lecture_05s_pointer_model_trained_five_times_longer():
     assert unit09.RECIPE == {"n_steps": 5 * 600, "batch_size": 64, "lr": 1e-2}
 
 
-EXPECTED = {  # name -> (attention class, layers, far pointers answered: low, high)
-    "full": (MultiHeadAttention, 1, 0.95, 1.0),
-    "window": (WindowAttention, 1, 0.0, 0.1),
-    "window, 4 layers": (WindowAttention, 4, 0.0, 1.0),
-    "linear": (LinearAttention, 1, 0.9, 1.0),
+WINDOW = unit09.DATA["window"]
+EXPECTED = {  # name -> (window, feature_map, layers, far pointers answered: low, high)
+    "full": (None, None, 1, 0.95, 1.0),
+    "window": (WINDOW, None, 1, 0.0, 0.1),
+    "window, 4 layers": (WINDOW, None, 4, 0.0, 1.0),
+    "linear": (None, elu_feature_map, 1, 0.9, 1.0),
 }
 
 
 @pytest.mark.parametrize("name", list(unit09.VARIANTS))
 def test_each_shipped_model_has_its_attention_and_answers_as_lecture_09_says(sets, name):
     model, history = unit09.load(name, sets)
-    kind, n_layers, low, high = EXPECTED[name]
+    window, feature_map, n_layers, low, high = EXPECTED[name]
     assert not model.training and len(model.blocks) == n_layers
-    for block in model.blocks:
-        assert type(block.attention) is kind
-        if kind is WindowAttention:
-            assert block.attention.window == unit09.DATA["window"]
+    assert (model.config.window, model.config.feature_map) == (window, feature_map)
+    for block in model.blocks:  # every block built with the config's attention
+        attention = block.attention
+        assert (attention.window, attention.feature_map) == (window, feature_map)
+        assert attention.n_kv_heads == attention.n_heads and not attention.causal
     far = accuracy(model, sets.far)
     assert low <= far <= high
     assert far == pytest.approx(unit09.shipped_metadata()["results"][name]["far"], abs=0.005)
@@ -107,3 +109,12 @@ def test_write_and_load_round_trip_and_refusals(tmp_path, monkeypatch):
     monkeypatch.setitem(unit09.RECIPE, "lr", 1e-2)
     with pytest.raises(FileNotFoundError, match="make translators"):
         unit09.load("linear", small, tmp_path / "missing.safetensors")
+
+
+def test_a_feature_map_is_refused_for_a_variant_without_linear_attention():
+    rows = unit09.make_data(n_train=1000).train
+    with pytest.raises(ValueError, match=r"^feature_map is linear attention's; variant "
+                                         r"'window' has window attention"):
+        unit09.build(rows, "window", feature_map=elu_feature_map)
+    model = unit09.build(rows, "linear", feature_map=torch.exp)
+    assert model.config.feature_map is torch.exp
