@@ -101,7 +101,7 @@ UNITS = (
          shipped=("translators.safetensors", "transformer.safetensors")),
     Unit("07", "bert", "BERT: input, WordPiece, pretraining, fine-tuning",
          modules=("tokenization", "bert", "bert_pretraining", "tiny_bert", "fine_tuning"),
-         shipped=("tiny_bert.safetensors", "tiny_bert_history.safetensors")),
+         shipped=("tiny_bert.safetensors",)),
     Unit("08", "bert_attention", "What BERT's attention looks at",
          modules=("tiny_bert", "shipped_tiny_bert", "analysis"),
          shipped=("tiny_bert.safetensors",)),
