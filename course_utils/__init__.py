@@ -12,7 +12,8 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
     progress          the one progress bar (text in a notebook, tqdm in a terminal)
     training          fit (the one training loop) -> History, running_mean, seconds_per_call,
                       seed_everything, eval_mode, accuracy_by_bucket          -> progress
-    bow               unit 01: bigram, mean and attention bag-of-words LMs, train_lm
+    bow               unit 01: bigram, mean, hand-weighted (recency, IDF) and attention
+                      bag-of-words LMs, train_lm
                                                               -> attention, training
     sequence          the core every encoder-decoder shares: padded_cross_entropy,
                       greedy_decode, exact_match, token_accuracy             -> data.vocab
@@ -37,8 +38,9 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
                                 -> seq2seq, attention_decoder, training, data.translation
     shipped_files     the format of the shipped models' files: save_variants, read_metadata,
                       load_variant (weights and losses per variant)            -> training
-    shipped_bow       unit 01's models with positions, trained once (`make translators`) and
-                      shipped in data/: train_variant, load         -> bow, data.corpus
+    shipped_bow       unit 01's six models it only compares with, trained once (`make
+                      translators`), shipped in data/: train_variant, load
+                                                              -> bow, data.corpus
     shipped_translators  units 02-04's recipes and variants, trained once (`make
                       translators`) and shipped in data/: train_variant, load (lectures 02,
                       03, 04 and 06 read them)             -> translator, data.translation
@@ -90,9 +92,9 @@ One module per concept; an arrow is "imports" (no cycles, no imports inside func
     viz               attention heatmaps and accuracy-by-length curves; diagrams of a
                       decoder step, self-attention, multi-head attention and the whole
                       Transformer (plots only)
-    widgets           ipywidgets explorers (a softmax-temperature slider, an attention
-                      explorer); they also leave a static figure in notebooks executed
-                      without a browser
+    widgets           explorers (ipywidgets, anywidget: a softmax-temperature slider, an
+                      attention explorer), usable by keyboard and screen reader; they also
+                      leave a static figure in notebooks executed without a browser
     units             the registry of the course's units (Unit, UNITS: number, slug, title,
                       modules, shipped files; the paths of its notebooks), which the
                       Makefile, the website, the student edition and the tests read
