@@ -200,3 +200,7 @@ QUESTIONS: dict[int, Question] = {
               "'feed-forward + positions, 16')) and "
               "len(weight_by_distance(models['feed-forward + positions, 16'])) == 16"),
 }
+
+PROSE_NUMBERS: dict[str, str] = {
+    "60%": "what a weight alpha_k = 0.6 means, said in the same sentence: an example, not a result",
+}
