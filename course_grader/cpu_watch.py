@@ -15,6 +15,11 @@ it) from /proc a few times a second while a cell runs:
     watch = CpuWatch(kernel_pid, limit=120)
     with watch.running():
         ...                          # the cell; watch.fired says why it was stopped, if it was
+
+`tree_cpu()` counts the CPU time of whole grading runs for the benchmark (`make
+bench-autograde`): every process a command starts and everything they start in turn, the
+sandboxed ones included, which leave the starting process's tree (a launcher killed with its
+kernel leaves the sandbox to init) and are never waited for by it.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["CpuWatch", "tree_times"]
+__all__ = ["CgroupCpu", "CpuWatch", "ReapedCpu", "tree_cpu", "tree_times"]
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -125,3 +130,157 @@ class CpuWatch:
     def _signal(self, signum: int) -> None:
         with contextlib.suppress(OSError):
             os.killpg(os.getpgid(self.pid), signum)
+
+
+# ------------------------------------------------------------------ CPU of whole runs
+
+class CgroupCpu:
+    """The CPU time (user + system) of every process started into a new cgroup (`join` as a
+    preexec_fn) and of all their descendants, however they end: cgroup v1's cpuacct.usage or
+    cgroup v2's cpu.stat. Made beneath this process's own cgroup in `mount` (the hierarchy's
+    mount point, `root` the cgroup it shows there); `close` removes it."""
+
+    def __init__(self, mount: str, root: str, own: str, version: int) -> None:
+        self.version = version
+        relative = own[len(root):] if own.startswith(root) else own
+        self.path = Path(mount, relative.lstrip("/"), f"course-cpu-{os.getpid()}")
+        self.path.mkdir()
+        self.method = f"a cgroup ({self.path})"
+
+    def join(self) -> None:
+        """Move the calling process into the cgroup (in a child, before exec)."""
+        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def seconds(self) -> float:
+        if self.version == 1:
+            return int((self.path / "cpuacct.usage").read_text()) / 1e9
+        stat = dict(line.split() for line in (self.path / "cpu.stat").read_text().splitlines())
+        return int(stat["usage_usec"]) / 1e6
+
+    def members(self) -> set[int]:
+        return {int(p) for p in (self.path / "cgroup.procs").read_text().split()}
+
+    def settle(self, keep: set[int] = frozenset(), timeout: float = 60.0) -> bool:
+        """Wait until no process but those of `keep` is left in the cgroup (a sandbox ends a
+        moment after the command that started it); whether that happened in `timeout` s."""
+        deadline = time.monotonic() + timeout
+        while self.members() - set(keep):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def close(self) -> None:
+        for pid in self.members():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        for _ in range(100):
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.05)
+
+
+class ReapedCpu:
+    """The same count where no cgroup can hold the tree: this process becomes the subreaper of
+    its descendants (Linux's PR_SET_CHILD_SUBREAPER), so that a process whose parent ended
+    first is waited for here rather than by init, and every descendant's time reaches this
+    process's RUSAGE_CHILDREN when it ends; the processes still running count by /proc
+    (`tree_times`). Counts every process this one starts, whatever starts it."""
+
+    method = "this process as the subreaper of its descendants, and /proc"
+
+    def __init__(self) -> None:
+        import ctypes
+
+        if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "cannot become the subreaper of the processes "
+                                              "it starts")
+
+    def join(self) -> None:
+        """Nothing to do in a child: its descendants come back here."""
+
+    def members(self) -> set[int]:
+        self._reap()
+        return set(_children().get(os.getpid(), []))
+
+    def seconds(self) -> float:
+        import resource
+
+        self._reap()
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime + sum(tree_times(pid)[0]
+                                                     for pid in self.members())
+
+    def settle(self, keep: set[int] = frozenset(), timeout: float = 60.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.members() - set(keep):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def close(self) -> None:
+        self._reap()
+
+    @staticmethod
+    def _reap() -> None:
+        """Wait for the children that have ended (the orphans handed to this process)."""
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def tree_cpu() -> CgroupCpu | ReapedCpu:
+    """The best count of a run's CPU time this process can make: a cgroup that holds every
+    process of the run, or else `ReapedCpu`. A cgroup holds them unless the grading sandbox
+    moves its processes into a cgroup of the same hierarchy, which it does as root to cap
+    their number (a pids cgroup: course_grader.sandbox); so: cgroup v1's cpuacct where it is
+    not mounted with pids, or cgroup v2 when grading is not root's."""
+    mounts = _cgroup_mounts()
+    own = _own_cgroups()
+    for mount, root, fstype, options in mounts:
+        if fstype == "cgroup" and "cpuacct" in options and "pids" not in options:
+            key = next((k for k in own if "cpuacct" in k.split(",")), None)
+            version = 1
+        elif fstype == "cgroup2" and os.getuid() != 0:
+            key, version = "", 2
+        else:
+            continue
+        if key is None or key not in own:
+            continue
+        try:
+            return CgroupCpu(mount, root, own[key], version)
+        except OSError:
+            continue
+    return ReapedCpu()
+
+
+def _cgroup_mounts() -> list[tuple[str, str, str, set[str]]]:
+    """(mount point, root, file system type, super options) of each cgroup hierarchy."""
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        before, _, after = line.partition(" - ")
+        fields, tail = before.split(), after.split()
+        if len(tail) >= 3 and tail[0] in ("cgroup", "cgroup2"):
+            found.append((fields[4], fields[3], tail[0], set(tail[2].split(","))))
+    return found
+
+
+def _own_cgroups() -> dict[str, str]:
+    """This process's cgroup in each hierarchy: controllers ("" for v2) -> path."""
+    own = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        own[controllers] = path
+    return own

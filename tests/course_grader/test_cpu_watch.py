@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -98,3 +100,59 @@ def test_a_sleeping_cell_is_not_the_machines_fault():
         assert not watch.busy_machine(), watch.used()
         proc.wait(timeout=30)
     assert watch.fired is None
+
+
+# A command that leaves 1.5 CPU-s of work behind it: a grandchild in a session of its own that
+# outlives its parent, as a sandbox outlives a launcher killed with its kernel. The command's
+# own process never waits for it.
+LEAVES_WORK = ("import subprocess, sys\n"
+               f"subprocess.Popen([sys.executable, '-c', {BURN.format(seconds=1.5)!r}], "
+               "start_new_session=True)\n")
+COUNT = """
+import json, resource, subprocess, sys
+from course_grader import cpu_watch
+
+def waited():
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+meter = cpu_watch.{make}
+before, cpu = waited(), meter.seconds()
+subprocess.run([sys.executable, "-c", {code!r}], preexec_fn=meter.join, check=True)
+missed = waited() - before   # what a wait-based count sees once the command returned
+settled = meter.settle(timeout=60)
+print(json.dumps({{"method": meter.method, "counted": meter.seconds() - cpu,
+                   "waited": missed, "settled": settled}}))
+meter.close()
+"""
+
+
+def count_run(make: str) -> dict:
+    """The CPU of LEAVES_WORK as a meter made by `make` counts it (in a Python of its own:
+    ReapedCpu makes its process the subreaper of what it starts)."""
+    proc = subprocess.run([sys.executable, "-c", COUNT.format(make=make, code=LEAVES_WORK)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("make", ["tree_cpu()", "ReapedCpu()"])
+def test_a_runs_cpu_counts_the_processes_that_left_its_tree(make):
+    found = count_run(make)
+    assert found["settled"], found
+    assert found["waited"] < 0.5, found   # a wait-based count misses the grandchild
+    assert 1.5 <= found["counted"] <= 3.0, found   # 1.5 burnt + two Pythons' starts
+
+
+def test_tree_cpu_uses_a_cgroup_where_grading_cannot_leave_it():
+    """On a cgroup v1 machine with cpuacct apart from pids (the sandbox moves its processes
+    into a pids cgroup, as root), or on cgroup v2 when grading is not root's, a cgroup holds
+    the run; elsewhere the subreaper counts it."""
+    mounts = Path("/proc/self/mountinfo").read_text()
+    v1 = any(" - cgroup " in line and "cpuacct" in line.rsplit(" ", 1)[-1]
+             and "pids" not in line.rsplit(" ", 1)[-1] for line in mounts.splitlines())
+    found = count_run("tree_cpu()")["method"]
+    if v1 and os.getuid() == 0:
+        assert found.startswith("a cgroup ("), found
+    elif not v1 and os.getuid() == 0:
+        assert found.startswith("this process as the subreaper"), found
