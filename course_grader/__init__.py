@@ -10,9 +10,6 @@ convention, `course_utils.grading`, and what a unit allows), never this package:
     cpu_watch       a cell's time limit counted in CPU seconds of the kernel's processes
     checker         runs the test cells in a separate process and judges the plain values
                     the student's functions return (never runs student code)
-    warm_checker    checkers forked per notebook from a parent that imported their libraries
-                    once per worker, in its sandbox; each confined to itself
-    landlock        a process confines itself (Linux's Landlock): what it reads, writes, signals
     nbgrader_hooks  nbgrader plug-ins: the safe executor (kernel in the sandbox, test cells
                     in the checker), restoring deleted cells, feedback without hidden tests
     sanitize        makes what a submission wrote inert (an allow-list HTML sanitiser)
@@ -30,8 +27,7 @@ convention, `course_utils.grading`, and what a unit allows), never this package:
     report          the class report (`make report`): totals, most-failed tests, CSV
     similarity      answers compared across a class and with the reference code (copydetect)
     corpus          hostile and broken submissions, each with the score it must get
-    benchmark       grading's CPU per submission against plain nbgrader's, and time per
-                    submission (`make bench-autograde`)
+    benchmark       grading time per submission (`make bench-autograde`)
     feedback        feedback pages: formulas typeset by the MathJax inside the page, each
                     score line named by its task
     feedback_templates  the HTML templates of feedback, with no script from the network

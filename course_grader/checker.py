@@ -20,9 +20,8 @@ kernel, and the test cells run here, in a separate process that never runs stude
 The verdict of a cell is whether its code ran to the end here: a GradingFailure (or any other
 error) fails it. Nothing the kernel says is trusted but the values themselves.
 
-Run as `python -m course_grader.checker`, or forked from a warm parent that imported all this
-once (`course_grader.warm_checker`, which then calls `main`); it reads one JSON request per
-line on stdin and answers one JSON line on stdout (see `main`).
+Run as `python -m course_grader.checker`; it reads one JSON request per line on stdin and
+answers one JSON line on stdout (see `main`).
 """
 
 from __future__ import annotations

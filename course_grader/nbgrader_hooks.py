@@ -32,7 +32,7 @@ from nbformat import v4 as nbformat_v4
 from nbgrader.preprocessors import Execute, OverwriteCells
 from traitlets import Bool, Dict, Enum, Float, Integer, List, Unicode
 
-from course_grader import sandbox, warm_checker
+from course_grader import sandbox
 from course_grader.cpu_watch import CpuWatch
 
 __all__ = [
@@ -290,10 +290,8 @@ class _Checker:
 
     With `confined` it runs in a sandbox of its own (`course_grader.sandbox`: read-only
     files, no network, no privileges, its memory, CPU time and processes limited by
-    CHECKER_LIMITS) and reaches the kernel's sockets through a `relay.Relay`; where the
-    grading worker runs a warm parent (`warm_checker`), it is forked from that parent, in the
-    parent's sandbox, confined to itself there, with the same limits. Otherwise it runs as
-    the grading user with the same memory and CPU limits.
+    CHECKER_LIMITS) and reaches the kernel's sockets through a `relay.Relay`; otherwise it
+    runs as the grading user with the same memory and CPU limits.
 
     A checker that stops answers every later request with one verdict, whose kind says whose
     fault it was. Until a test was sent to it, nothing of the student's had reached it: a
@@ -306,11 +304,9 @@ class _Checker:
 
     def __init__(self, connection_info: dict, *, cwd: str, timeout: float,
                  student_names: list[str], confined: bool) -> None:
-        """Start the checker and send it the kernel's address. Confined, it is forked from the
-        worker's warm parent when there is one (`warm_checker`: milliseconds), otherwise it
-        starts cold (a Python with PyTorch, in a sandbox: about two CPU-seconds). Its answer
-        is read at the first `ask`, so that a cold start overlaps the kernel's running the
-        submission's cells."""
+        """Start the checker and send it the kernel's address; its answer is read at the
+        first `ask`, so that its start (a Python with PyTorch, in a sandbox: about a second)
+        overlaps the kernel's running the submission's cells."""
         self._log = tempfile.TemporaryFile()   # its stderr (confined: the launcher's)
         self._folder = tempfile.mkdtemp(prefix="course-checker-")
         self._relay = None
@@ -318,70 +314,34 @@ class _Checker:
         self._failed_kind = "grader"
         self._judging = False   # a test was sent: the student's values may have reached it
         self._started = time.monotonic()
-        limits = sandbox.Limits(**CHECKER_LIMITS)
-        if not confined:
-            self.proc = self._start_cold(limits, cwd, confined=False)
-        else:
-            base = self._relay_kernel(connection_info)
-            self.proc = self._fork(limits)
-            if self.proc is not None:
-                connection_info = dict(connection_info, ip=warm_checker.relayed_ip(base))
-            else:
-                connection_info = dict(connection_info, ip=f"{KERNEL_SOCKETS}/{base}")
-                self.proc = self._start_cold(limits, cwd, confined=True)
-        self._connecting = True
-        self._exchange({"op": "connect", "connection_info": connection_info,
-                        "student_names": student_names}, answer=False)
-
-    def _relay_kernel(self, connection_info: dict) -> str:
-        """Relay the kernel's sockets into this checker's folder `relay` (the checker's only
-        way to them); the base name of the sockets."""
-        from course_grader.relay import Relay
-
-        folder = Path(self._folder)
-        for name in ("work", "runtime", "relay"):
-            (folder / name).mkdir()
-        kernel_dir, base = os.path.split(str(connection_info["ip"]))
-        names = [f"{base}-{connection_info[k]}" for k in
-                 ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")]
-        self._relay = Relay(kernel_dir, folder / "relay", names)
-        return base
-
-    def _fork(self, limits: sandbox.Limits) -> warm_checker.ForkedChecker | None:
-        """A checker forked by the worker's warm parent (named by warm_checker.SERVER_ENV);
-        None if there is none, or if it cannot be reached (then logged: the checker starts
-        cold, and grades the same)."""
-        address = os.environ.get(warm_checker.SERVER_ENV)
-        if not address:
-            return None
-        try:
-            return warm_checker.fork(address, Path(self._folder) / "relay", self._log.fileno(),
-                                     limits)
-        except OSError as err:
-            import logging
-
-            logging.getLogger(__name__).warning("the warm checkers at %s cannot be reached "
-                                                "(%s); this checker starts cold", address, err)
-            return None
-
-    def _start_cold(self, limits: sandbox.Limits, cwd: str, *,
-                    confined: bool) -> subprocess.Popen:
-        """A new checker process: in a sandbox of its own, or unconfined with the limits."""
         env = dict(os.environ, MPLBACKEND="Agg")
+        limits = sandbox.Limits(**CHECKER_LIMITS)
         # -P: `-m` puts the working folder first on sys.path, and unconfined that folder is
         # the submission's: its json.py or torch.py would be imported by the judge itself
         cmd = [sys.executable, "-P", "-m", "course_grader.checker"]
         if confined:
+            from course_grader.relay import Relay
+
             folder = Path(self._folder)
+            for name in ("work", "runtime", "relay"):
+                (folder / name).mkdir()
+            kernel_dir, base = os.path.split(str(connection_info["ip"]))
+            names = [f"{base}-{connection_info[k]}" for k in
+                     ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")]
+            self._relay = Relay(kernel_dir, folder / "relay", names)
+            connection_info = dict(connection_info, ip=f"{KERNEL_SOCKETS}/{base}")
             package_dir = str(Path(__file__).resolve().parent)
             cmd = sandbox.wrap(cmd, workdir=folder / "work", runtime_dir=folder / "runtime",
                                limits=limits, importable=None, stdio=True,
                                binds=[(folder / "relay", KERNEL_SOCKETS),
                                       (package_dir, package_dir)])
             cwd = str(folder / "work")
-        return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=self._log, cwd=cwd, env=env, text=True,
-                                preexec_fn=None if confined else _limit(limits))
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self._log, cwd=cwd, env=env, text=True,
+                                     preexec_fn=None if confined else _limit(limits))
+        self._connecting = True
+        self._exchange({"op": "connect", "connection_info": connection_info,
+                        "student_names": student_names}, answer=False)
 
     def ask(self, request: dict, wait: float = 300) -> dict:
         if self._connecting:
@@ -428,7 +388,8 @@ class _Checker:
         exited = self.proc.poll()   # how it ended by itself, if it did
         self._end_process()
         # the launcher's record, if any, once the sandbox ended by itself
-        record = self._exit_record() if exited is not None else None
+        record = sandbox.exit_record(Path(self._folder) / "runtime") if exited is not None \
+            else None
         why = record["reason"] if record else error if exited is None else _ended(exited)
         said = self._last_words()
         self.close()
@@ -446,12 +407,6 @@ class _Checker:
                                             why, said or "(nothing)")
         self.failed = (f"the grader's checker stopped ({why}); a value your code returned "
                        f"or a function it called back may have been too large")
-
-    def _exit_record(self) -> dict | None:
-        """What its sandbox's launcher, or its warm parent, recorded of its end."""
-        if isinstance(self.proc, warm_checker.ForkedChecker):
-            return self.proc.exit_record()
-        return sandbox.exit_record(Path(self._folder) / "runtime")
 
     def _last_words(self) -> str:
         """The last CHECKER_LOG_LINES lines the checker wrote to stderr (confined: the

@@ -10,10 +10,6 @@ returns the autograded folder's files (`Graded`). It writes nothing outside its 
 folder, so a worker that dies mid-submission leaves nothing behind: the task is simply run
 again elsewhere, and only the coordinator writes the real gradebook.
 
-Each worker starts one warm parent for the checkers of all its submissions
-(`warm_checker.CheckerServer`, named to nbgrader by `warm_checker.SERVER_ENV`): a checker is
-then forked in milliseconds instead of importing PyTorch for two CPU-seconds.
-
 Before it trusts a worker with a unit, the coordinator has it grade the unit's reference
 solution (`self_check`, remembered per process), and it reads the grading machine's own
 failures in what comes back (`machine_faults`).
@@ -21,7 +17,6 @@ failures in what comes back (`machine_faults`).
 
 from __future__ import annotations
 
-import atexit
 import functools
 import hashlib
 import multiprocessing
@@ -43,12 +38,12 @@ from pathlib import Path
 
 import nbformat
 
-from course_grader import sandbox, warm_checker
-from course_grader.nbgrader_hooks import CHECKER_LIMITS, MACHINE_FAULT, PROBED_ENV
+from course_grader import sandbox
+from course_grader.nbgrader_hooks import MACHINE_FAULT, PROBED_ENV
 
-__all__ = ["SELF_CHECK_STUDENT", "Graded", "Submission", "checker_server", "grade_submission",
-           "machine_faults", "prepare", "read_tree", "remove_orphaned_folders", "run_nbgrader",
-           "self_check", "write_tree"]
+__all__ = ["SELF_CHECK_STUDENT", "Graded", "Submission", "grade_submission", "machine_faults",
+           "prepare", "read_tree", "remove_orphaned_folders", "run_nbgrader", "self_check",
+           "write_tree"]
 
 UNSAFE_FLAG = "--SafeExecute.sandbox=False"
 # Each submission's nbgrader is a child of a fork server (multiprocessing's "forkserver")
@@ -192,56 +187,7 @@ def _env(unsafe: bool, course: Path) -> dict[str, str]:
         env[PROBED_ENV] = "1"
         (course / "sandbox-hidden.json").write_text(hidden)
         env[sandbox.HIDDEN_FILE_ENV] = str(course / "sandbox-hidden.json")
-        address = checker_server()
-        if address:
-            env[warm_checker.SERVER_ENV] = address
     return env
-
-
-_CHECKERS_LOCK = threading.Lock()
-_checkers: dict = {"server": None, "problem": None, "atexit": False}
-
-
-def checker_server() -> str | None:
-    """The address of this worker process's warm checker server, started at the first
-    submission and again whenever it has stopped; it stops with the process. None where
-    forked checkers cannot be confined (said once in the log; each checker then starts cold,
-    in a sandbox of its own, and grades the same) or the server failed to start this time."""
-    import logging
-
-    with _CHECKERS_LOCK:
-        server = _checkers["server"]
-        if server is not None and server.alive():
-            return server.address
-        if _checkers["problem"] is not None:
-            return None
-        if server is not None:
-            server.close()
-            _checkers["server"] = None
-        folder = Path(tempfile.mkdtemp(prefix=_folder_prefix("checkers")))
-        try:
-            server = warm_checker.CheckerServer(folder, sandbox.Limits(**CHECKER_LIMITS))
-        except warm_checker.CheckerServerUnavailable as err:
-            _checkers["problem"] = str(err)
-            logging.getLogger(__name__).warning("checkers start cold: %s", err)
-            return None
-        except (OSError, RuntimeError) as err:
-            logging.getLogger(__name__).warning("the warm checkers did not start (%s); this "
-                                                "submission's checker starts cold", err)
-            shutil.rmtree(folder, ignore_errors=True)
-            return None
-        if not _checkers["atexit"]:
-            atexit.register(_stop_checker_server)
-            _checkers["atexit"] = True
-        _checkers["server"] = server
-        return server.address
-
-
-def _stop_checker_server() -> None:
-    with _CHECKERS_LOCK:
-        if _checkers["server"] is not None:
-            _checkers["server"].close()
-            _checkers["server"] = None
 
 
 def run_nbgrader(args: list[str], cwd: Path, env: dict[str, str],
