@@ -18,7 +18,9 @@ export PATH := $(abspath $(BIN)):$(PATH)
 export TRAITLETS_APPLICATION_RAISE_CONFIG_FILE_ERROR := 1
 # The units, from their registry, course_utils/units.py (plain Python, so any python3 reads it,
 # before the set-up too); expanded where a target uses them, and never empty.
-UNITS = $(or $(shell $(PYTHON) course_utils/units.py),$(error $(PYTHON) course_utils/units.py listed no unit))
+# (the registry beside this Makefile: `make -f` from another folder, a course's, reads it too)
+REGISTRY := $(dir $(abspath $(firstword $(MAKEFILE_LIST))))course_utils/units.py
+UNITS = $(or $(shell $(PYTHON) $(REGISTRY)),$(error $(PYTHON) $(REGISTRY) listed no unit))
 NBGRADER := $(BIN)/nbgrader
 LAB_ARGS ?=
 PYTEST_ARGS ?=
