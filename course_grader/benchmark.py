@@ -116,21 +116,22 @@ def release(folder: Path, unit: str) -> None:
 
 
 def measured(meter, cmd: list[str], folder: Path,
-             settle: float = 60.0) -> tuple[float, float, subprocess.CompletedProcess]:
+             settle: float | None = 60.0) -> tuple[float, float, subprocess.CompletedProcess]:
     """Run `cmd` in `folder` with its processes counted by `meter`: (wall seconds, CPU-seconds
     of the command and everything it started, until all of it ended or `settle` s passed
-    after the command, the processes already there excepted), and the finished command."""
+    after the command, the processes already there excepted; None: until the command
+    ended), and the finished command."""
     already = meter.members()
     start, cpu = time.perf_counter(), meter.seconds()
     proc = subprocess.run(cmd, cwd=folder, env=env(), capture_output=True, text=True,
                           preexec_fn=meter.join)
-    if not meter.settle(keep=already, timeout=settle):
+    if settle is not None and not meter.settle(keep=already, timeout=settle):
         print(f"    (processes of the run were still running {settle:g} s after it; "
               f"counted until then)", flush=True)
     return time.perf_counter() - start, meter.seconds() - cpu, proc
 
 
-def grade(meter, course: Path, unit: str, *args: str, settle: float = 60.0) -> Run:
+def grade(meter, course: Path, unit: str, *args: str, settle: float | None = 60.0) -> Run:
     """Grade every submission from scratch with `course_grader.autograde ARGS`."""
     release(course, unit)
     seconds, cpu, proc = measured(meter, [sys.executable, "-m", "course_grader.autograde",
@@ -227,7 +228,7 @@ def measure(meter, course: Path, unit: str, n: int, label: str, args: list[str],
     """Grade with `args`, print the figures, and keep the run under `label`."""
     # a cluster's processes outlive the run (its workers keep their warm checkers): they are
     # counted while it runs, not waited for
-    settle = 5.0 if "--scheduler" in args else 60.0
+    settle = None if "--scheduler" in args else 60.0
     runs[label] = run = grade(meter, course, unit, *args, settle=settle)
     # CPU per submission, and the cores kept busy on average (CPU / wall): where a parallel
     # mode gains less than its jobs, this says whether the CPU was full
