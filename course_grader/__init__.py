@@ -27,7 +27,8 @@ convention, `course_utils.grading`, and what a unit allows), never this package:
     report          the class report (`make report`): totals, most-failed tests, CSV
     similarity      answers compared across a class and with the reference code (copydetect)
     corpus          hostile and broken submissions, each with the score it must get
-    benchmark       grading time per submission (`make bench-autograde`)
+    benchmark       grading's CPU per submission against plain nbgrader's, and time per
+                    submission (`make bench-autograde`)
     feedback        feedback pages: formulas typeset by the MathJax inside the page, each
                     score line named by its task
     feedback_templates  the HTML templates of feedback, with no script from the network

@@ -10,7 +10,7 @@ submissions (half solved, half untouched; with --corpus, the adversarial corpus 
 course_grader.corpus instead), then:
 
 * compare: grades them `--rounds` times with the course (`python -m course_grader.autograde
-  --jobs 1`: kernels in the sandbox, test cells in checkers forked from a warm parent) and
+  --jobs 1`: kernels in the sandbox, test cells in the course's checkers) and
   with plain nbgrader (`nbgrader autograde` in a copy of the course configured as nbgrader
   comes: every cell, the tests too, in a kernel of the grading user's), interleaved course,
   plain, course, plain...; prints each run's CPU-seconds per submission and the ratio, then
@@ -26,7 +26,7 @@ the grading command's process tree and are killed rather than waited for
 (`cpu_watch.tree_cpu`: a cgroup that holds the whole run where the machine allows one,
 otherwise this process as their subreaper). A run's total is divided by its N submissions, so
 its fixed costs (starting nbgrader; for the course also its self-check of the reference
-solution and its warm checker parent) are shared by them: more submissions, smaller share.
+solution and what its worker starts once) are shared by them: more submissions, smaller share.
 CPU time barely depends on what else the machine runs; wall time does. Prints figures;
 asserts nothing about speed.
 """
@@ -226,8 +226,8 @@ def dask_cluster(certs: Path, meter, workers: int = 2, threads: int = 1):
 def measure(meter, course: Path, unit: str, n: int, label: str, args: list[str],
             runs: dict[str, Run]) -> None:
     """Grade with `args`, print the figures, and keep the run under `label`."""
-    # a cluster's processes outlive the run (its workers keep their warm checkers): they are
-    # counted while it runs, not waited for
+    # a cluster's processes outlive the run (its workers, and what each starts once): they
+    # are counted while it runs, not waited for
     settle = None if "--scheduler" in args else 60.0
     runs[label] = run = grade(meter, course, unit, *args, settle=settle)
     # CPU per submission, and the cores kept busy on average (CPU / wall): where a parallel
