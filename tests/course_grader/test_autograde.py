@@ -11,6 +11,8 @@ from conftest import ROOT, UNITS, is_graded_test, nbgrader_meta, read, run_nbgra
 from nbgrader.api import Gradebook
 
 UNIT = "00_attention_as_lookup"
+# A comment of unit 00's hidden tests that no visible test shares: feedback must not show it.
+HIDDEN_ONLY = "catches a transpose or the wrong sum axis"
 NOTEBOOK = f"{UNIT}.ipynb"
 
 
@@ -74,7 +76,7 @@ def test_partly_correct_submission_gets_exactly_the_points_it_earned(graded_cour
 def test_feedback_shows_scores_but_no_hidden_tests(graded_course):
     html = (graded_course / "feedback" / "carol" / UNIT / f"{UNIT}.html").read_text()
     assert "BEGIN HIDDEN TESTS" not in html and "END HIDDEN TESTS" not in html
-    assert "einsum" not in html, "feedback quotes a line that only the hidden tests contain"
+    assert HIDDEN_ONLY not in html, "feedback quotes a line that only the hidden tests contain"
     assert "hidden tests: their code is not shown" in html
     assert not re.search(r"<script[^>]*src=\"https?://", html), "feedback loads a script online"
     # carol failed the weighted-average cells; their visible messages are still shown
@@ -84,30 +86,25 @@ def test_feedback_shows_scores_but_no_hidden_tests(graded_course):
 
 
 def test_feedback_for_a_hidden_test_failure_hides_its_traceback(graded_course, tmp_path):
-    # a softmax that forgets the max subtraction only along the wrong axis passes the visible
-    # test of softmax_basic but fails its hidden test, which is run on dim=-1 of (3, 7) float64:
-    # here a softmax that ignores `dim` fails the hidden dim=0 tests of softmax_stable.
+    # a weighted average whose values are right and whose weights are detached passes every
+    # visible test and fails the hidden gradient check of weighted_average_single
     course = graded_course
-    released = read(course / "exercises" / UNIT / NOTEBOOK)
+    released = solved(course / "exercises" / UNIT / NOTEBOOK, UNIT)
     for cell in released.cells:
-        if nbgrader_meta(cell).get("grade_id") == "softmax_solution":
-            cell.source = (
-                "def softmax(x, dim=-1):\n"
-                "    shifted = x - x.amax(dim=-1, keepdim=True)\n"
-                "    e = torch.exp(shifted)\n"
-                "    return e / e.sum(dim=-1, keepdim=True)\n"
-            )
+        if nbgrader_meta(cell).get("grade_id") == "weighted_average_solution":
+            cell.source = ("def weighted_average(weights, values):\n"
+                           "    return (weights.detach().unsqueeze(-1) * values).sum(dim=-2)\n")
     folder = course / "submitted" / "dave" / UNIT
     folder.mkdir(parents=True)
     nbformat.write(released, folder / NOTEBOOK)
     run_nbgrader("autograde", UNIT, "--student", "dave", "--force", cwd=course)
     run_nbgrader("generate_feedback", UNIT, "--student", "dave", "--force", cwd=course)
-    score, _ = _score(course, "dave")
-    assert score == _points({"softmax_basic"}), "only the visible-and-hidden-passing cell counts"
+    score, max_score = _score(course, "dave")
+    assert score == max_score - _points({"weighted_average_single"}), "only that cell is lost"
     html = (course / "feedback" / "dave" / UNIT / f"{UNIT}.html").read_text()
     assert "A hidden test failed" in html
-    assert "softmax(x, dim=0) for x of shape (3, 5)" in html  # the student-safe verdict
-    assert "x = torch.randn(3, 5) * 4" not in html             # but not the hidden code
+    assert "the gradient of weighted_average(weights (4,), values (4, 3))" in html  # the verdict
+    assert "manual_seed(1001)" not in html                      # but not the hidden code
 
 
 def _write_submission(course, unit: str, student: str, solve_all: bool) -> None:
