@@ -163,12 +163,7 @@ class CgroupCpu:
     def settle(self, keep: set[int] = frozenset(), timeout: float = 60.0) -> bool:
         """Wait until no process but those of `keep` is left in the cgroup (a sandbox ends a
         moment after the command that started it); whether that happened in `timeout` s."""
-        deadline = time.monotonic() + timeout
-        while self.members() - set(keep):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
+        return _settle(self.members, keep, timeout)
 
     def close(self) -> None:
         for pid in self.members():
@@ -183,6 +178,17 @@ class CgroupCpu:
             except OSError:
                 time.sleep(0.05)
 
+
+
+def _settle(members, keep: set[int], timeout: float) -> bool:
+    """Poll `members()` until it holds no process but those of `keep`, for `timeout` s at
+    most; whether it got there."""
+    deadline = time.monotonic() + timeout
+    while members() - set(keep):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 class ReapedCpu:
     """The same count where no cgroup can hold the tree: this process becomes the subreaper of
@@ -216,12 +222,7 @@ class ReapedCpu:
                                                      for pid in self.members())
 
     def settle(self, keep: set[int] = frozenset(), timeout: float = 60.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while self.members() - set(keep):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
+        return _settle(self.members, keep, timeout)
 
     def close(self) -> None:
         self._reap()

@@ -297,3 +297,33 @@ def link_sockets_code(target: Path) -> str:
             f"for path in glob.glob({SOCKET_DIR + '/ipc-*'!r}):\n"
             "    os.remove(path)\n"
             f"    os.symlink({str(target)!r}, path)\n")
+
+
+@pytest.fixture(scope="module")
+def graded_memory_kernel():
+    """One plain kernel for a module's grading cases (their namespace is reset between them),
+    limited to the address space a graded kernel has (`sandbox.Limits.memory_bytes`); the
+    set-ups' seeding of this process is undone afterwards. (km, kc)."""
+    import random
+
+    import numpy as np
+    import torch
+    from jupyter_client.manager import start_new_kernel
+
+    from course_grader.sandbox import Limits
+
+    states = random.getstate(), np.random.get_state(), torch.get_rng_state()
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        limit = Limits().memory_bytes
+        reply = kc.execute_interactive(
+            f"import resource\nresource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))\n"
+            f"del resource", timeout=60)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        yield km, kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        torch.set_rng_state(states[2])

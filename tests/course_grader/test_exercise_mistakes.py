@@ -22,20 +22,15 @@ written from the release are caught by the visible tests. About 2 minutes on 2 b
 from __future__ import annotations
 
 import functools
-import random
 import re
 from dataclasses import dataclass
 
 import nbformat
-import numpy as np
 import pytest
-import torch
 from conftest import ROOT
-from jupyter_client.manager import start_new_kernel
 
 from course_grader.checker import CellRunner, KernelLink
 from course_grader.nbgrader_hooks import hidden_line_numbers, student_names
-from course_grader.sandbox import Limits
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # the set-ups set one thread; restored
 
@@ -502,25 +497,8 @@ def exercise(unit: str) -> Exercise:
 
 
 @pytest.fixture(scope="module")
-def kernel():
-    """One plain kernel for every case (its namespace is reset between them), limited to the
-    address space a graded kernel has; the set-ups' seeding of this process is undone
-    afterwards."""
-    states = random.getstate(), np.random.get_state(), torch.get_rng_state()
-    km, kc = start_new_kernel(kernel_name="python3")
-    try:
-        limit = Limits().memory_bytes
-        reply = kc.execute_interactive(
-            f"import resource\nresource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))\n"
-            f"del resource", timeout=60)
-        assert reply["content"]["status"] == "ok", reply["content"]
-        yield km, kc
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
-        random.setstate(states[0])
-        np.random.set_state(states[1])
-        torch.set_rng_state(states[2])
+def kernel(graded_memory_kernel):
+    return graded_memory_kernel
 
 
 def at_home(kernel, unit: str, replaced: dict) -> dict:
